@@ -1,0 +1,40 @@
+# Two commands on a machine with only python3 and make:
+#   make demo   installs the package and runs the trade-desk example on the embedded store
+#   make test   installs the package with its test tools and runs the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+EXAMPLE := examples/trade-desk
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	@$(BIN)/python $(EXAMPLE)/demo.py
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/bench_sqlite.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info $(EXAMPLE)/.animus .pytest_cache .ruff_cache

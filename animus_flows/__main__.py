@@ -1,0 +1,3 @@
+from animus_flows.cli import main
+
+main()

@@ -1,0 +1,294 @@
+"""The `animus` command line: thin wrappers that parse flags, call the library and print.
+
+Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error. Errors are one line
+on stderr (a traceback only with `--debug`); `--json` prints exactly one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from animus_flows.errors import AnimusError, ConfigError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+app = typer.Typer(
+    name="animus",
+    help="Memory for agent workflows on Prefect.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,  # plain click errors: one "Error: ..." line, no boxes
+)
+memory_app = typer.Typer(
+    help="Read and write memory stores.", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(memory_app, name="memory")
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def handles_errors(command: F) -> F:
+    """Turn library errors into one stderr line and the right exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except AnimusError as exc:
+            if _state["debug"]:
+                raise
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                typer.echo(f"error: {line}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+        except Exception as exc:  # a bug: still one line, unless asked for more
+            if _state["debug"]:
+                raise
+            typer.echo(
+                f"error: unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)",
+                err=True,
+            )
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _print_json(document: Any) -> None:
+    typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+def _parse_json(flag: str, text: str, *, want_object: bool = False) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{flag} {text!r} is not valid JSON ({exc.msg} at character {exc.pos}); "
+            f"""quote text as JSON, e.g. {flag} '"hello"'"""
+        ) from None
+    if want_object and not isinstance(value, dict):
+        raise ConfigError(f"{flag} {text!r} must be a JSON object, e.g. {flag} '{{\"k\": 1}}'")
+    return value
+
+
+# -- workflow files --------------------------------------------------------------------------
+
+
+@app.command()
+@handles_errors
+def validate(
+    workflow_file: Annotated[Path, typer.Argument(help="The workflow YAML file.")],
+) -> None:
+    """Check a workflow file; exit 0 when valid, 2 with one line per problem otherwise."""
+    from animus_flows.config.loader import load_workflow, workflow_warnings
+
+    workflow = load_workflow(workflow_file)
+    for warning in workflow_warnings(workflow):
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(
+        f"{workflow_file}: ok (project {workflow.project_id}: {len(workflow.stores)} stores, "
+        f"{len(workflow.agents)} agents, {len(workflow.workflows)} workflows)"
+    )
+
+
+@app.command()
+@handles_errors
+def schema() -> None:
+    """Print the JSON Schema of the workflow file, for editor completion."""
+    from animus_flows.config.schema import workflow_json_schema
+
+    _print_json(workflow_json_schema())
+
+
+# -- animus memory ---------------------------------------------------------------------------
+
+PluginOpt = Annotated[
+    str | None, typer.Option("--plugin", help="Store id; required when several are available.")
+]
+WorkflowFileOpt = Annotated[
+    Path, typer.Option("--workflow-file", help="Workflow file declaring `stores:`.")
+]
+ScopeOpt = Annotated[str, typer.Option("--scope", help="Scope kind: project, agent or task.")]
+ProjectOpt = Annotated[
+    str | None, typer.Option("--project-id", help="Project id; default: the file's project.")
+]
+AgentOpt = Annotated[str | None, typer.Option("--agent-id", help="Agent id (--scope agent).")]
+TaskOpt = Annotated[str | None, typer.Option("--task-id", help="Task id (--scope task).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+DEFAULT_WORKFLOW_FILE = Path("animus.yaml")
+
+
+@contextmanager
+def _store(workflow_file: Path, plugin: str | None) -> Iterator[Any]:
+    from animus_flows.cli_support import open_cli_store
+
+    with open_cli_store(workflow_file, plugin) as opened:
+        yield opened
+
+
+def _scope(
+    kind: str,
+    project_id: str | None,
+    agent_id: str | None,
+    task_id: str | None,
+    default_project: str,
+) -> Any:
+    from animus_flows.cli_support import scope_from_flags
+
+    return scope_from_flags(kind, project_id or default_project, agent_id, task_id)
+
+
+@memory_app.command("put")
+@handles_errors
+def memory_put(
+    key: Annotated[str, typer.Option("--key", help="Item key within the scope.")],
+    value: Annotated[str, typer.Option("--value", help="The value, as JSON.")],
+    scope: ScopeOpt,
+    plugin: PluginOpt = None,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    metadata: Annotated[
+        str | None, typer.Option("--metadata", help="Metadata, as a JSON object.")
+    ] = None,
+    ttl: Annotated[
+        int | None, typer.Option("--ttl", min=1, help="Expire after this many seconds.")
+    ] = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store a JSON value under a key."""
+    parsed = _parse_json("--value", value)
+    meta = _parse_json("--metadata", metadata, want_object=True) if metadata else None
+    with _store(workflow_file, plugin) as (workflow, store):
+        target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+        item = store.put(target, key, parsed, metadata=meta, ttl_seconds=ttl)
+    if as_json:
+        _print_json(item.to_json())
+    else:
+        typer.echo(f"stored {key!r} in {target}")
+
+
+@memory_app.command("get")
+@handles_errors
+def memory_get(
+    key: Annotated[str, typer.Option("--key", help="Item key within the scope.")],
+    scope: ScopeOpt,
+    plugin: PluginOpt = None,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the item stored under a key; exit 1 when there is none."""
+    with _store(workflow_file, plugin) as (workflow, store):
+        target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+        item = store.get(target, key)
+    if item is None:
+        typer.echo(f"error: no item {key!r} in {target}", err=True)
+        raise typer.Exit(1)
+    if as_json:
+        _print_json(item.to_json())
+    else:
+        typer.echo(json.dumps(item.value, indent=2, ensure_ascii=False))
+
+
+@memory_app.command("query")
+@handles_errors
+def memory_query(
+    query: Annotated[str, typer.Option("--query", help="Search text.")],
+    scope: ScopeOpt,
+    plugin: PluginOpt = None,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Most hits to return.")] = 8,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search a scope; hits best first with scores in [0, 1]."""
+    with _store(workflow_file, plugin) as (workflow, store):
+        target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+        hits = store.query(target, query, top_k=top_k)
+    if as_json:
+        _print_json({"hits": [hit.to_json() for hit in hits]})
+        return
+    if not hits:
+        typer.echo(f"no hits in {target}")
+    for hit in hits:
+        text = json.dumps(hit.value, ensure_ascii=False)
+        typer.echo(f"{hit.score:.3f}  {hit.key}  {text[:100]}")
+
+
+@memory_app.command("list-scopes")
+@handles_errors
+def memory_list_scopes(
+    plugin: PluginOpt = None,
+    project_id: Annotated[
+        str | None, typer.Option("--project-id", help="Only this project's scopes.")
+    ] = None,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="next_cursor of the previous page.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Page size.")] = 100,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the scopes that hold items, a page at a time."""
+    with _store(workflow_file, plugin) as (_, store):
+        page = store.list_scopes(project_id=project_id, cursor=cursor, limit=limit)
+    if as_json:
+        _print_json(page.to_json())
+        return
+    for item_scope in page.scopes:
+        typer.echo(str(item_scope))
+    if page.next_cursor:
+        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
+
+
+@memory_app.command("prune")
+@handles_errors
+def memory_prune(
+    scope: ScopeOpt,
+    plugin: PluginOpt = None,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, delete nothing.")] = False,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete every item of one scope (idempotent)."""
+    with _store(workflow_file, plugin) as (workflow, store):
+        target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+        count = store.count(target) if dry_run else store.delete_scope(target)
+    if as_json:
+        _print_json({"would_delete": count} if dry_run else {"deleted": count})
+    else:
+        typer.echo(f"{'would delete' if dry_run else 'deleted'} {count} item(s) in {target}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="animus")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

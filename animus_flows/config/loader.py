@@ -1,0 +1,344 @@
+"""Load a workflow YAML file into validated models, with errors that point into the file.
+
+Errors read `FILE:LINE:COL: key.path: message`, one line each: pydantic's error locations are
+walked back through the YAML node tree to the line and column of the offending key or value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from animus_flows.config.models import ID_HINT, STORE_TYPES, WorkflowFile
+from animus_flows.errors import ConfigError
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem in a document: where it is and what to do about it."""
+
+    loc: Loc
+    message: str
+    at_key: bool = False  # point at the key itself (unknown keys) rather than its value
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.MarkedYAMLError(
+                    problem=f"duplicate key {key!r} (first defined on line "
+                    f"{seen[key].start_mark.line + 1}); keep one",
+                    problem_mark=key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_workflow(path: str | Path) -> WorkflowFile:
+    """Read and validate a workflow YAML file.
+
+    Raises:
+        ConfigError: with one `FILE:LINE:COL: key.path: message` line per problem.
+
+    Example:
+        ```python
+        from animus_flows import load_workflow
+
+        wf = load_workflow("examples/trade-desk/animus.yaml")
+        print(wf.project_id, list(wf.workflows))
+        ```
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; pass the path of a workflow YAML file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder; pass the path of a workflow YAML file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    workflow = parse_workflow(text, str(path))
+    workflow._source = path
+    return workflow
+
+
+def parse_workflow(text: str, filename: str = "<string>") -> WorkflowFile:
+    """Validate workflow YAML text; `filename` prefixes every error line."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        raise ConfigError(f"{filename}:{line}:{column}: invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{filename}:1:1: invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        raise ConfigError(f"{filename}:1:1: the document is {what}; start it with `version: 1`")
+    try:
+        workflow = WorkflowFile.model_validate(data)
+    except ValidationError as exc:
+        issues = [_issue_from_pydantic(error) for error in exc.errors()]
+        raise ConfigError(_format(issues, root, filename)) from None
+    issues = list(cross_check(workflow))
+    if issues:
+        raise ConfigError(_format(issues, root, filename))
+    return workflow
+
+
+def cross_check(wf: WorkflowFile) -> Iterator[Issue]:
+    """Rules that span several parts of the document."""
+    all_phases = {phase.id for flow in wf.workflows.values() for phase in flow.phases}
+    for wf_name, workflow in wf.workflows.items():
+        seen: dict[str, int] = {}
+        for index, phase in enumerate(workflow.phases):
+            loc: Loc = ("workflows", wf_name, "phases", index)
+            if phase.id in seen:
+                yield Issue(
+                    (*loc, "id"),
+                    f"duplicate phase id {phase.id!r} (also phases[{seen[phase.id]}]); "
+                    "phase ids must be unique within a workflow",
+                )
+            seen.setdefault(phase.id, index)
+            if phase.agent not in wf.agents:
+                yield Issue((*loc, "agent"), _unknown("agent", phase.agent, wf.agents, "agents"))
+        yield from _check_bindings(
+            ("workflows", wf_name), workflow.memory_bindings, {p.id for p in workflow.phases}
+        )
+    for agent_id, agent in wf.agents.items():
+        # an agent can serve in any workflow: its bindings may name any phase id
+        yield from _check_bindings(("agents", agent_id), agent.memory_bindings, all_phases)
+
+
+def _check_bindings(owner: Loc, bindings: list[Any], phases: set[str]) -> Iterator[Issue]:
+    labels: set[str] = set()
+    for index, binding in enumerate(bindings):
+        loc: Loc = (*owner, "memory_bindings", index)
+        if binding.binding in labels:
+            yield Issue(
+                (*loc, "binding"),
+                f"duplicate binding label {binding.binding!r}; labels name audit trails, "
+                "make each unique",
+            )
+        labels.add(binding.binding)
+        if binding.query_strategy == "key" and binding.key is None:
+            yield Issue(
+                (*loc, "query_strategy"),
+                'query_strategy key needs a `key` template, e.g. key: "{task_id}/brief"',
+            )
+        if binding.key is not None and binding.query_strategy != "key":
+            yield Issue(
+                (*loc, "key"),
+                f"`key` is only used with query_strategy: key (this binding uses "
+                f"{binding.query_strategy}); remove it or switch the strategy",
+            )
+        for p_index, phase in enumerate(binding.inject_when.phases):
+            if phase not in phases:
+                yield Issue(
+                    (*loc, "inject_when", "phases", p_index),
+                    _unknown("phase", phase, phases, "workflows.*.phases"),
+                )
+
+
+def workflow_warnings(wf: WorkflowFile) -> list[str]:
+    """Things that load but deserve a look, such as plugins not declared under `stores:`."""
+    warnings = []
+    owners = [(f"agents.{a}", agent.memory_bindings) for a, agent in wf.agents.items()]
+    owners += [(f"workflows.{w}", flow.memory_bindings) for w, flow in wf.workflows.items()]
+    for owner, bindings in owners:
+        for index, binding in enumerate(bindings):
+            if binding.plugin not in wf.stores:
+                warnings.append(
+                    f"{owner}.memory_bindings[{index}]: plugin {binding.plugin!r} is not under "
+                    "stores:; it will be looked up as a saved Prefect block and is a no-op "
+                    "if none matches"
+                )
+    return warnings
+
+
+def _unknown(what: str, value: str, known: typing.Iterable[str], where: str) -> str:
+    known = sorted(known)
+    close = difflib.get_close_matches(value, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known) or 'none'}"
+    return f"unknown {what} {value!r}; define it under {where} ({hint})"
+
+
+# -- turning pydantic errors into located issues ---------------------------------------------
+
+
+def _issue_from_pydantic(error: dict[str, Any]) -> Issue:
+    loc = tuple(error["loc"])
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind == "extra_forbidden":
+        fields = _fields_at(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), fields, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(fields)}"
+        return Issue(loc, f"unknown key {loc[-1]!r}; {hint}", at_key=True)
+    if kind == "missing":
+        return Issue(loc, "required key is missing", at_key=True)
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        expected = ctx.get("expected_tags") or ", ".join(repr(t) for t in STORE_TYPES)
+        found = f"unknown store type {ctx.get('tag')!r}" if "tag" in ctx else "missing `type`"
+        at_key = kind == "union_tag_not_found"
+        return Issue((*loc, "type"), f"{found}; expected one of {expected}", at_key=at_key)
+    shown = "" if _is_secret(loc) else f", got {value!r}"
+    messages = {
+        "greater_than_equal": f"must be >= {ctx.get('ge')}{shown}",
+        "greater_than": f"must be > {ctx.get('gt')}{shown}",
+        "less_than_equal": f"must be <= {ctx.get('le')}{shown}",
+        "literal_error": f"must be one of {ctx.get('expected')}{shown}",
+        "int_type": f"must be an integer{shown}",
+        "int_parsing": f"must be an integer{shown}",
+        "int_from_float": f"must be a whole number{shown}",
+        "float_type": f"must be a number{shown}",
+        "float_parsing": f"must be a number{shown}",
+        "bool_type": f"must be true or false{shown}",
+        "bool_parsing": f"must be true or false{shown}",
+        "string_type": f"must be a string{shown}",
+        "list_type": f"must be a list{shown}",
+        "dict_type": f"must be a mapping{shown}",
+        "model_type": f"must be a mapping{shown}",
+        "model_attributes_type": f"must be a mapping{shown}",
+        "too_short": "must not be empty",
+        "string_too_short": "must not be empty",
+        "string_too_long": f"must be at most {ctx.get('max_length')} characters",
+    }
+    if kind == "string_pattern_mismatch":
+        if "/" in str(ctx.get("pattern", "")):
+            message = f"{value!r} must look like '<block-type-slug>/<block-name>'"
+        else:
+            message = f"{value!r} is not a valid id; use {ID_HINT}"
+        return Issue(loc, message)
+    if kind == "value_error":
+        return Issue(loc, str(error["msg"]).removeprefix("Value error, "))
+    return Issue(loc, messages.get(kind, str(error["msg"])[:1].lower() + str(error["msg"])[1:]))
+
+
+def _is_secret(loc: Loc) -> bool:
+    return any("key" in str(part) and "api" in str(part) for part in loc)
+
+
+def _fields_at(loc: Loc) -> list[str]:
+    """Best effort: the keys allowed by the model at `loc` (for 'did you mean')."""
+    annotation: Any = WorkflowFile
+    for part in loc:
+        annotation = _step(annotation, part)
+        if annotation is None:
+            return []
+    model = _as_model(annotation)
+    return [name for name in model.model_fields] if model else []
+
+
+def _step(annotation: Any, part: str | int) -> Any:
+    model = _as_model(annotation)
+    if model is not None:
+        field = model.model_fields.get(str(part))
+        return field.annotation if field else None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _step(args[0], part)
+    if origin in (list, tuple) and isinstance(part, int):
+        return args[0] if args else None
+    if origin is dict:
+        return args[1] if len(args) == 2 else None
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:  # a discriminator tag or a member's name picks the member
+            member = _as_model(arg)
+            if member is not None and (part == member.__name__ or _tag(member) == part):
+                return member
+        return annotation
+    return None
+
+
+def _tag(model: type[BaseModel]) -> Any:
+    field = model.model_fields.get("type")
+    return typing.get_args(field.annotation)[0] if field else None
+
+
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if _as_model(a)]
+        return models[0] if len(models) == 1 else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _clean_loc(loc: Loc) -> Loc:
+    """`loc` without the union-member selectors pydantic inserts (tags and type names)."""
+    annotation: Any = WorkflowFile
+    cleaned: list[str | int] = []
+    for part in loc:
+        if annotation is not None and _is_union(annotation):
+            member = _step(annotation, part)
+            if _as_model(member) is not None and _is_union(annotation) != _is_union(
+                member
+            ):  # `part` selected a member: not a key in the file
+                annotation = member
+                continue
+        cleaned.append(part)
+        annotation = _step(annotation, part) if annotation is not None else None
+    return tuple(cleaned)
+
+
+def _is_union(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _locate(root: yaml.Node | None, loc: Loc, at_key: bool) -> tuple[yaml.Node | None, str]:
+    """The node a location points at and its dotted path."""
+    node, found, path = root, root, ""
+    for index, part in enumerate(loc):
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if match is None:
+                node = None
+                continue
+            key_node, node = match
+            found = key_node if at_key and index == len(loc) - 1 else node
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
+            node = found = node.value[part]
+        else:
+            node = None
+    return found, path
+
+
+def _format(issues: list[Issue], root: yaml.Node | None, filename: str) -> str:
+    lines = []
+    for issue in issues:
+        node, path = _locate(root, _clean_loc(issue.loc), issue.at_key)
+        mark = node.start_mark if node is not None else None
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        lines.append(
+            (line, column, f"{filename}:{line}:{column}: {path or '<root>'}: {issue.message}")
+        )
+    return "\n".join(text for *_, text in sorted(lines))

@@ -1,0 +1,262 @@
+"""Pydantic models of the workflow YAML file (schema version 1).
+
+Every model forbids unknown keys. Store specs are a union discriminated by `type`, so a typo in
+any field fails at load with a path into the document. Nothing here imports a store backend.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+ID_HINT = "letters, digits, '.', '_' and '-', starting with a letter or digit"
+TEMPLATE_FIELDS = frozenset({"project_id", "agent_id", "task_id", "phase_id"})
+
+Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
+MemoryTypeName = Literal["episodic", "semantic", "procedural", "active", "reflective"]
+TierName = Literal["hot", "warm", "cold"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def template_fields(template: str) -> list[str]:
+    """The `{field}` names used by a format template; raises ValueError on broken braces."""
+    names = []
+    for _, name, spec, conversion in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if not name or spec or conversion or not name.isidentifier():
+            raise ValueError(
+                f"placeholder {{{name}}} is not a plain field; use one of "
+                f"{', '.join(sorted(TEMPLATE_FIELDS))}, or double the braces for a literal"
+            )
+        names.append(name)
+    return names
+
+
+def check_template(template: str) -> str:
+    try:
+        unknown = [name for name in template_fields(template) if name not in TEMPLATE_FIELDS]
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("Single ", "single ")) from None
+    if unknown:
+        raise ValueError(
+            f"unknown placeholder {{{unknown[0]}}}; use "
+            + ", ".join(f"{{{f}}}" for f in sorted(TEMPLATE_FIELDS))
+        )
+    return template
+
+
+# -- stores --------------------------------------------------------------------------------
+
+
+class SQLiteSpec(Model):
+    """The embedded SQLite store."""
+
+    type: Literal["sqlite"]
+    path: str = Field(".animus/memory.db", description="Database file, relative to the YAML file.")
+    busy_timeout_ms: int = Field(5000, ge=0, description="How long a write waits for a lock.")
+
+
+class ZepSpec(Model):
+    """The Zep reference store (https://www.getzep.com)."""
+
+    type: Literal["zep"]
+    base_url: str = Field("https://api.getzep.com", description="Zep API base URL.")
+    api_key: SecretStr | None = Field(
+        None, description="Zep API key; prefer api_key_env to keep it out of the file."
+    )
+    api_key_env: str = Field("ZEP_API_KEY", description="Environment variable with the API key.")
+    timeout_s: float = Field(10.0, gt=0, description="Deadline for one call, retries included.")
+
+
+class JsonRpcSpec(Model):
+    """An out-of-process plugin speaking the JSON-RPC memory-store protocol on stdio."""
+
+    type: Literal["jsonrpc"]
+    command: list[str] = Field(min_length=1, description="The plugin's command line.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    cwd: str | None = Field(None, description="Working folder, relative to the YAML file.")
+    startup_timeout_ms: int = Field(5000, ge=1, description="Deadline for `initialize`.")
+    call_timeout_ms: int = Field(5000, ge=1, description="Deadline for one call.")
+
+
+class BlockRef(Model):
+    """A saved Prefect block document of a memory-store block type."""
+
+    type: Literal["block"]
+    block: str = Field(
+        pattern=r"^[a-z0-9-]+/[^/]+$",
+        description="`<block-type-slug>/<document-name>`, e.g. animus-zep-memory-store/memory-zep.",
+    )
+
+
+STORE_TYPES = ("sqlite", "zep", "jsonrpc", "block")
+StoreSpec = Annotated[SQLiteSpec | ZepSpec | JsonRpcSpec | BlockRef, Field(discriminator="type")]
+
+
+# -- budget, bindings, agents, workflows ----------------------------------------------------
+
+
+class BudgetConfig(Model):
+    flow_tokens: int | None = Field(None, ge=0, description="Tokens for all phases together.")
+    phase_tokens: int | None = Field(None, ge=0, description="Default cap for one phase.")
+    encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
+
+
+class BindingScope(Model):
+    kind: Literal["project", "agent", "task"] = "project"
+
+
+class InjectWhen(Model):
+    phases: list[Identifier] = Field(default_factory=list)
+
+
+class MemoryBinding(Model):
+    """A corpus binding: which store to query before a phase, in which scope, within what budget."""
+
+    plugin: Identifier
+    binding: Identifier
+    scope: BindingScope = BindingScope()
+    read: bool = True
+    write: bool = False
+    query_strategy: Literal["semantic", "key", "none"] = "semantic"
+    top_k: int = Field(8, ge=1)
+    budget_tokens: int = Field(2000, ge=0)
+    inject_when: InjectWhen = InjectWhen()
+    key: str | None = None
+    tiers: list[TierName] = Field(default_factory=lambda: ["hot", "warm"], min_length=1)
+    memory_types: list[MemoryTypeName] | None = None
+    timeout_ms: int = Field(500, ge=1)
+
+    @field_validator("key")
+    @classmethod
+    def _key_template(cls, key: str | None) -> str | None:
+        return None if key is None else check_template(key)
+
+    def applies_to(self, phase_id: str) -> bool:
+        return not self.inject_when.phases or phase_id in self.inject_when.phases
+
+
+class ScratchpadConfig(Model):
+    """The per-agent scratchpad (the `memory:` block)."""
+
+    enabled: bool = False
+    scope: Identifier | None = None
+    max_context_chars: int = Field(6000, ge=1)
+
+
+class CommandRunner(Model):
+    """An agent process: the contract goes in as a JSON file, its stdout is the phase output."""
+
+    command: list[str] = Field(min_length=1)
+    timeout_s: float = Field(600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class AgentConfig(Model):
+    runner: str | CommandRunner = "animus_flows.runners:echo"
+    memory: ScratchpadConfig = ScratchpadConfig()
+    memory_bindings: list[MemoryBinding] = Field(default_factory=list)
+
+    @field_validator("runner")
+    @classmethod
+    def _runner_path(cls, runner: str | CommandRunner) -> str | CommandRunner:
+        if isinstance(runner, str):
+            module, sep, function = runner.rpartition(":")
+            if not sep or not module or not function.isidentifier():
+                raise ValueError(
+                    f"runner {runner!r} is not an import path; write 'package.module:function'"
+                    " or 'path/to/file.py:function'"
+                )
+        return runner
+
+
+BUILTIN_HOOKS = {"pre_phase": ("memory_bindings", "scratchpad"), "post_phase": ("write_back",)}
+
+
+def _check_hooks(names: list[str], stage: str) -> list[str]:
+    for name in names:
+        if ":" not in name and name not in BUILTIN_HOOKS[stage]:
+            raise ValueError(
+                f"unknown {stage} hook {name!r}; use a built-in "
+                f"({', '.join(BUILTIN_HOOKS[stage])}) or 'package.module:function'"
+            )
+    return names
+
+
+class HooksConfig(Model):
+    pre_phase: list[str] = Field(default_factory=lambda: list(BUILTIN_HOOKS["pre_phase"]))
+    post_phase: list[str] = Field(default_factory=lambda: list(BUILTIN_HOOKS["post_phase"]))
+
+    @field_validator("pre_phase")
+    @classmethod
+    def _pre(cls, names: list[str]) -> list[str]:
+        return _check_hooks(names, "pre_phase")
+
+    @field_validator("post_phase")
+    @classmethod
+    def _post(cls, names: list[str]) -> list[str]:
+        return _check_hooks(names, "post_phase")
+
+
+class PhaseConfig(Model):
+    id: Identifier
+    agent: Identifier
+    prompt: str = ""
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_template(cls, prompt: str) -> str:
+        return check_template(prompt)
+
+
+class WorkflowConfig(Model):
+    memory_bindings: list[MemoryBinding] = Field(default_factory=list)
+    hooks: HooksConfig = HooksConfig()
+    phases: list[PhaseConfig] = Field(min_length=1)
+
+
+class AuditConfig(Model):
+    path: str | None = Field(None, description="JSONL audit file, relative to the YAML file.")
+
+
+class WorkflowFile(Model):
+    """The whole workflow YAML document, as `load_workflow` returns it.
+
+    `source` is the file it came from (None when built in code); relative paths in the
+    document resolve against its folder.
+    """
+
+    version: Literal[1]
+    project: str | None = Field(None, min_length=1, max_length=256)
+    stores: dict[Identifier, StoreSpec] = Field(default_factory=dict)
+    budget: BudgetConfig = BudgetConfig()
+    audit: AuditConfig = AuditConfig()
+    agents: dict[Identifier, AgentConfig] = Field(default_factory=dict)
+    workflows: dict[Identifier, WorkflowConfig] = Field(default_factory=dict)
+
+    _source: Path | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    @property
+    def base_dir(self) -> Path:
+        return self._source.parent if self._source is not None else Path.cwd()
+
+    @property
+    def project_id(self) -> str:
+        """`project:`, else the name of the file's folder."""
+        return self.project or self.base_dir.resolve().name or "default"
+
+    def resolve_path(self, path: str | Path) -> Path:
+        """A path from the document, relative to the file's folder."""
+        return self.base_dir / Path(path).expanduser()

@@ -1,0 +1,348 @@
+"""The animus-memory-store-protocol 0.1.0: data types, the `MemoryStore` protocol, wire names.
+
+Pure definitions and helpers with no I/O, shared by every store, the hook, the CLI and the
+JSON-RPC plugin surface.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from animus_flows.errors import InvalidRequest, InvalidScope
+
+PROTOCOL_VERSION = "0.1.0"
+
+#: JSON-RPC method names, in the order a plugin author meets them.
+METHOD_INITIALIZE = "initialize"
+METHOD_PUT = "memory/put"
+METHOD_GET = "memory/get"
+METHOD_QUERY = "memory/query"
+METHOD_LIST_SCOPES = "memory/list_scopes"
+METHOD_DELETE_SCOPE = "memory/delete_scope"
+MEMORY_METHODS = (METHOD_PUT, METHOD_GET, METHOD_QUERY, METHOD_LIST_SCOPES, METHOD_DELETE_SCOPE)
+
+#: Metadata keys written by the memory layer and read by the hook; stores keep them verbatim.
+RESERVED_METADATA_KEYS = frozenset(
+    {
+        "memory_type",
+        "sensitivity",
+        "tier",
+        "tags",
+        "agent",
+        "version",
+        "parent_id",
+        "source",
+        "confidence",
+        "provenance",
+        "_redaction_count",
+        "_redaction_types",
+    }
+)
+
+MAX_ID_LENGTH = 256
+MAX_KEY_LENGTH = 1024
+
+JSON = Any  # a value json.dumps accepts: None, bool, int, float, str, list, dict with str keys
+ScopeKind = Literal["project", "agent", "task"]
+
+
+def _check_id(name: str, value: object, *, required: bool) -> None:
+    if value is None:
+        if required:
+            raise InvalidScope(f"scope {name} is missing; pass a non-empty string")
+        return
+    if not isinstance(value, str):
+        raise InvalidScope(f"scope {name} {value!r} is a {type(value).__name__}; pass a string")
+    if not value:
+        raise InvalidScope(f"scope {name} is empty; pass a non-empty string or omit it")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidScope(
+            f"scope {name} {value[:40]!r}... is {len(value)} characters; "
+            f"use at most {MAX_ID_LENGTH}"
+        )
+    if "\x00" in value:
+        raise InvalidScope(f"scope {name} {value!r} contains a NUL character; remove it")
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where an item lives: a project, optionally narrowed to an agent and/or a task.
+
+    Ids are opaque strings: any character but NUL, 1 to 256 characters long.
+    """
+
+    project_id: str
+    agent_id: str | None = None
+    task_id: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_id("project_id", self.project_id, required=True)
+        _check_id("agent_id", self.agent_id, required=False)
+        _check_id("task_id", self.task_id, required=False)
+
+    @property
+    def kind(self) -> ScopeKind:
+        """The narrowest level this scope names."""
+        if self.task_id is not None:
+            return "task"
+        return "agent" if self.agent_id is not None else "project"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"project_id": self.project_id, "agent_id": self.agent_id, "task_id": self.task_id}
+
+    @classmethod
+    def from_json(cls, data: object) -> Scope:
+        if not isinstance(data, Mapping):
+            raise InvalidScope(
+                f"scope {data!r} is not an object; pass "
+                '{"project_id": ..., "agent_id": ..., "task_id": ...}'
+            )
+        unknown = set(data) - {"project_id", "agent_id", "task_id"}
+        if unknown:
+            raise InvalidScope(
+                f"scope has unknown field(s) {sorted(unknown)}; "
+                "use only project_id, agent_id and task_id"
+            )
+        return cls(data.get("project_id"), data.get("agent_id"), data.get("task_id"))  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        parts = [f"project={self.project_id}"]
+        if self.agent_id is not None:
+            parts.append(f"agent={self.agent_id}")
+        if self.task_id is not None:
+            parts.append(f"task={self.task_id}")
+        return "/".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a store's backend can do natively; the runtime adapts to these."""
+
+    native_ttl: bool
+    native_key_get: bool
+    strong_consistency: bool
+    max_query_top_k: int
+
+    def to_json(self) -> dict[str, bool | int]:
+        return {
+            "native_ttl": self.native_ttl,
+            "native_key_get": self.native_key_get,
+            "strong_consistency": self.strong_consistency,
+            "max_query_top_k": self.max_query_top_k,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
+        try:
+            caps = cls(
+                native_ttl=bool(data["native_ttl"]),
+                native_key_get=bool(data["native_key_get"]),
+                strong_consistency=bool(data["strong_consistency"]),
+                max_query_top_k=int(data["max_query_top_k"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidRequest(
+                f"capabilities {dict(data)!r} are incomplete ({exc}); report native_ttl, "
+                "native_key_get, strong_consistency and max_query_top_k"
+            ) from None
+        if caps.max_query_top_k < 1:
+            raise InvalidRequest(
+                f"capabilities.max_query_top_k is {caps.max_query_top_k}; it must be >= 1"
+            )
+        return caps
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat()
+
+
+def _parse_time(value: object) -> datetime | None:
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One stored value with its scope, metadata and timestamps (UTC)."""
+
+    scope: Scope
+    key: str
+    value: JSON
+    metadata: dict[str, JSON] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    expires_at: datetime | None = None
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or utcnow())
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "scope": self.scope.to_json(),
+            "key": self.key,
+            "value": self.value,
+            "metadata": self.metadata,
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+            "expires_at": _iso(self.expires_at),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MemoryItem:
+        try:
+            return cls(
+                scope=Scope.from_json(data["scope"]),
+                key=data["key"],
+                value=data.get("value"),
+                metadata=dict(data.get("metadata") or {}),
+                created_at=_parse_time(data["created_at"]),  # type: ignore[arg-type]
+                updated_at=_parse_time(data["updated_at"]),  # type: ignore[arg-type]
+                expires_at=_parse_time(data.get("expires_at")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidRequest):
+                raise
+            raise InvalidRequest(f"malformed item {dict(data)!r}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryHit:
+    """A query result: the item's key, value and metadata, and a relevance score in [0, 1]."""
+
+    key: str
+    value: JSON
+    score: float
+    metadata: dict[str, JSON] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "key": self.key,
+            "value": self.value,
+            "score": self.score,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueryHit:
+        try:
+            return cls(
+                key=data["key"],
+                value=data.get("value"),
+                score=float(data["score"]),
+                metadata=dict(data.get("metadata") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidRequest(f"malformed hit {dict(data)!r}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ScopePage:
+    """One page of `list_scopes`; pass `next_cursor` back to get the next, None at the end."""
+
+    scopes: list[Scope]
+    next_cursor: str | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"scopes": [s.to_json() for s in self.scopes], "next_cursor": self.next_cursor}
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """The five async operations every memory store offers, plus its capabilities.
+
+    `put`, `get`, `query` and `delete_scope` act on exactly one scope. Expired items are never
+    returned. Query scores are in [0, 1], higher is better, best first.
+    """
+
+    capabilities: Capabilities
+
+    async def put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> MemoryItem: ...
+
+    async def get(self, scope: Scope, key: str) -> MemoryItem | None: ...
+
+    async def query(
+        self, scope: Scope, text: str, *, top_k: int = 8, filters: dict[str, JSON] | None = None
+    ) -> list[QueryHit]: ...
+
+    async def list_scopes(
+        self, *, project_id: str | None = None, cursor: str | None = None, limit: int = 100
+    ) -> ScopePage: ...
+
+    async def delete_scope(self, scope: Scope) -> int: ...
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def canonical_json(value: JSON) -> str:
+    """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def indexed_text(value: JSON) -> str:
+    """The text a store indexes for `value`: a str itself, a dict's "content", else its JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return canonical_json(value)
+
+
+def matches_filters(metadata: Mapping[str, JSON], filters: Mapping[str, JSON] | None) -> bool:
+    """Whether `metadata` satisfies every filter.
+
+    A scalar filter value matches by equality (or membership, when the metadata value is a
+    list); a list filter value matches when the metadata value is one of its elements (or shares
+    one, when the metadata value is a list). `None` inside a filter matches a missing key.
+    """
+    if not filters:
+        return True
+    for name, wanted in filters.items():
+        options = wanted if isinstance(wanted, list) else [wanted]
+        actual = metadata.get(name)
+        if actual is None:
+            if None not in options:
+                return False
+        elif isinstance(actual, list):
+            if not any(option in actual for option in options if option is not None):
+                return False
+        elif actual not in options:
+            return False
+    return True
+
+
+def check_filters(filters: object) -> dict[str, JSON] | None:
+    """Validate a `filters` argument: an object of metadata key to scalar or list of scalars."""
+    if filters is None:
+        return None
+    if not isinstance(filters, Mapping):
+        raise InvalidRequest(
+            f"filters {filters!r} is not an object; pass e.g. "
+            '{"memory_type": ["semantic", "procedural"]}'
+        )
+    for name, wanted in filters.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest(f"filter key {name!r} must be a non-empty string")
+        for option in wanted if isinstance(wanted, list) else [wanted]:
+            if not (option is None or isinstance(option, (str, int, float, bool))):
+                raise InvalidRequest(
+                    f"filter {name}={wanted!r} must be a scalar or a list of scalars"
+                )
+    return dict(filters)

@@ -1,0 +1,319 @@
+"""The validating base class every store builds on, and the sync facade over any store.
+
+`BaseStore` checks arguments once, emulates TTL for backends without it, clamps `top_k` to the
+store's capability and normalizes scores; backends fill in `_put`, `_get`, `_query`,
+`_list_scopes` and `_delete_scope` and may trust what they receive.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from animus_flows.errors import InvalidRequest, InvalidScope
+from animus_flows.protocol import (
+    JSON,
+    MAX_KEY_LENGTH,
+    Capabilities,
+    MemoryItem,
+    MemoryStore,
+    QueryHit,
+    Scope,
+    ScopePage,
+    canonical_json,
+    check_filters,
+    utcnow,
+)
+from animus_flows.sync import LoopRunner
+
+#: Where TTL is emulated, the expiry travels in this metadata key and is stripped on the way out.
+EXPIRES_KEY = "_animus_expires_at"
+MAX_LIST_LIMIT = 1000
+
+#: One write for `put_many`: scope, key, value and metadata (or None).
+PutEntry = tuple[Scope, str, JSON, "dict[str, JSON] | None"]
+
+
+def check_scope(scope: object) -> Scope:
+    if not isinstance(scope, Scope):
+        raise InvalidScope(f"scope {scope!r} is not a Scope; build one with Scope(project_id=...)")
+    return scope
+
+
+def check_key(key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidRequest(f"key {key!r} must be a non-empty string")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidRequest(
+            f"key {key[:40]!r}... is {len(key)} characters; use at most {MAX_KEY_LENGTH}"
+        )
+    if "\x00" in key:
+        raise InvalidRequest(f"key {key!r} contains a NUL character; remove it")
+    return key
+
+
+def check_json(name: str, value: object) -> None:
+    try:
+        canonical_json(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"{name} is not JSON-serializable ({exc}); pass JSON data") from None
+
+
+def clamp_score(score: float) -> float:
+    if math.isnan(score):
+        return 0.0
+    return min(1.0, max(0.0, float(score)))
+
+
+class BaseStore(ABC):
+    """A `MemoryStore` that validates its inputs and leaves storage to subclasses."""
+
+    capabilities: ClassVar[Capabilities] | Capabilities
+
+    # -- public protocol --------------------------------------------------------------------
+
+    async def put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> MemoryItem:
+        check_scope(scope)
+        check_key(key)
+        check_json("value", value)
+        metadata = self._check_metadata(metadata)
+        expires_at = self._expiry(ttl_seconds)
+        if expires_at is not None and not self.capabilities.native_ttl:
+            metadata = {**metadata, EXPIRES_KEY: expires_at.isoformat()}
+        item = await self._put(scope, key, value, metadata, expires_at)
+        return self._strip_expiry(item)
+
+    async def get(self, scope: Scope, key: str) -> MemoryItem | None:
+        check_scope(scope)
+        check_key(key)
+        item = await self._get(scope, key)
+        if item is None:
+            return None
+        item = self._strip_expiry(item)
+        return None if item.is_expired() else item
+
+    async def query(
+        self,
+        scope: Scope,
+        text: str,
+        *,
+        top_k: int = 8,
+        filters: dict[str, JSON] | None = None,
+    ) -> list[QueryHit]:
+        check_scope(scope)
+        if not isinstance(text, str):
+            raise InvalidRequest(f"query text {text!r} must be a string")
+        top_k = self.clamp_top_k(top_k)
+        filters = check_filters(filters)
+        fetch = top_k
+        if not self.capabilities.native_ttl:
+            # Expired items are dropped after the backend ranks them; ask for a few extra.
+            fetch = min(self.capabilities.max_query_top_k, top_k + 8)
+        hits = await self._query(scope, text, fetch, filters)
+        now = utcnow()
+        kept: list[QueryHit] = []
+        for hit in hits:
+            metadata = hit.metadata
+            if EXPIRES_KEY in metadata:
+                metadata = dict(metadata)
+                if datetime.fromisoformat(str(metadata.pop(EXPIRES_KEY))) <= now:
+                    continue
+            kept.append(QueryHit(hit.key, hit.value, clamp_score(hit.score), metadata))
+        kept.sort(key=lambda hit: hit.score, reverse=True)
+        return kept[:top_k]
+
+    async def list_scopes(
+        self, *, project_id: str | None = None, cursor: str | None = None, limit: int = 100
+    ) -> ScopePage:
+        if project_id is not None:
+            Scope(project_id)  # validates the id
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidRequest(f"cursor {cursor!r} must be a string from a previous page")
+        if (
+            not isinstance(limit, int)
+            or isinstance(limit, bool)
+            or not 1 <= limit <= MAX_LIST_LIMIT
+        ):
+            raise InvalidRequest(f"limit {limit!r} must be an integer from 1 to {MAX_LIST_LIMIT}")
+        return await self._list_scopes(project_id, cursor, limit)
+
+    async def delete_scope(self, scope: Scope) -> int:
+        check_scope(scope)
+        return await self._delete_scope(scope)
+
+    # -- conveniences built on the protocol -------------------------------------------------
+
+    def clamp_top_k(self, top_k: int) -> int:
+        """`top_k` limited to 1..`capabilities.max_query_top_k`."""
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+            raise InvalidRequest(f"top_k {top_k!r} must be an integer >= 1")
+        return min(top_k, self.capabilities.max_query_top_k)
+
+    async def count(self, scope: Scope) -> int:
+        """Items in `scope` (what `delete_scope` would remove), capped at `max_query_top_k`
+        where the backend cannot count."""
+        return len(await self.query(scope, "", top_k=self.capabilities.max_query_top_k))
+
+    async def put_many(self, entries: Iterable[PutEntry]) -> int:
+        """Store many `(scope, key, value, metadata)` entries; backends override this to batch.
+
+        Every entry is validated before anything is written.
+        """
+        checked = [self._check_entry(entry) for entry in entries]
+        for scope, key, value, metadata in checked:
+            await self.put(scope, key, value, metadata=metadata)
+        return len(checked)
+
+    def _check_entry(self, entry: PutEntry) -> PutEntry:
+        scope, key, value, metadata = entry
+        check_scope(scope)
+        check_key(key)
+        check_json("value", value)
+        return scope, key, value, self._check_metadata(metadata)
+
+    async def aclose(self) -> None:  # noqa: B027 - most stores have nothing to release
+        """Release connections, processes and threads; the store must not be used after."""
+
+    def describe(self) -> str:
+        """A short, secret-free description for logs, preflight and errors."""
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.describe()}>"
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_metadata(metadata: object) -> dict[str, JSON]:
+        if metadata is None:
+            return {}
+        if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
+            raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
+        check_json("metadata", metadata)
+        return dict(metadata)
+
+    @staticmethod
+    def _expiry(ttl_seconds: object) -> datetime | None:
+        if ttl_seconds is None:
+            return None
+        if not isinstance(ttl_seconds, int) or isinstance(ttl_seconds, bool) or ttl_seconds < 1:
+            raise InvalidRequest(f"ttl_seconds {ttl_seconds!r} must be an integer >= 1")
+        return utcnow() + timedelta(seconds=ttl_seconds)
+
+    @staticmethod
+    def _strip_expiry(item: MemoryItem) -> MemoryItem:
+        if EXPIRES_KEY not in item.metadata:
+            return item
+        metadata = dict(item.metadata)
+        expires_at = datetime.fromisoformat(str(metadata.pop(EXPIRES_KEY)))
+        return MemoryItem(
+            item.scope, item.key, item.value, metadata, item.created_at, item.updated_at, expires_at
+        )
+
+    # -- what a backend fills in ------------------------------------------------------------
+
+    @abstractmethod
+    async def _put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        metadata: dict[str, JSON],
+        expires_at: datetime | None,
+    ) -> MemoryItem: ...
+
+    @abstractmethod
+    async def _get(self, scope: Scope, key: str) -> MemoryItem | None: ...
+
+    @abstractmethod
+    async def _query(
+        self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
+    ) -> list[QueryHit]: ...
+
+    @abstractmethod
+    async def _list_scopes(
+        self, project_id: str | None, cursor: str | None, limit: int
+    ) -> ScopePage: ...
+
+    @abstractmethod
+    async def _delete_scope(self, scope: Scope) -> int: ...
+
+
+class SyncStore:
+    """Blocking facade over any `MemoryStore`, for scripts and the CLI.
+
+    Example:
+        ```python
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore, SyncStore
+
+        store = SyncStore(SQLiteStore("memory.db"))
+        store.put(Scope("demo"), "greeting", "hello")
+        print(store.query(Scope("demo"), "hello"))
+        ```
+    """
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._loop = LoopRunner()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.store.capabilities
+
+    def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        coro = getattr(self.store, name)(*args, **kwargs)
+        return self._loop.run(coro, await_form=f"await store.{name}(...)")
+
+    def put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> MemoryItem:
+        return self._run("put", scope, key, value, metadata=metadata, ttl_seconds=ttl_seconds)
+
+    def get(self, scope: Scope, key: str) -> MemoryItem | None:
+        return self._run("get", scope, key)
+
+    def query(
+        self, scope: Scope, text: str, *, top_k: int = 8, filters: dict[str, JSON] | None = None
+    ) -> list[QueryHit]:
+        return self._run("query", scope, text, top_k=top_k, filters=filters)
+
+    def list_scopes(
+        self, *, project_id: str | None = None, cursor: str | None = None, limit: int = 100
+    ) -> ScopePage:
+        return self._run("list_scopes", project_id=project_id, cursor=cursor, limit=limit)
+
+    def delete_scope(self, scope: Scope) -> int:
+        return self._run("delete_scope", scope)
+
+    def count(self, scope: Scope) -> int:
+        return self._run("count", scope)
+
+    def close(self) -> None:
+        """Close the wrapped store and the facade's event loop."""
+        if hasattr(self.store, "aclose"):
+            self._run("aclose")
+        self._loop.close()
+
+    def __enter__(self) -> SyncStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,568 @@
+"""The embedded default store: one SQLite file, full-text search with FTS5 and BM25.
+
+Every scope gets an integer id, and its items get row ids `scope_id << 32 | n`: a scope owns a
+contiguous row-id range. A scoped query is one FTS5 match constrained to that range, which FTS5
+seeks to directly, so the scope is filtered inside the index, never after it, and no id
+character can leak into or out of a scope. WAL and a busy timeout let several processes write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
+from animus_flows.protocol import (
+    JSON,
+    Capabilities,
+    MemoryItem,
+    QueryHit,
+    Scope,
+    ScopePage,
+    canonical_json,
+    indexed_text,
+    utcnow,
+)
+from animus_flows.stores.base import BaseStore, PutEntry
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+MAX_QUERY_TOP_K = 1000
+MAX_QUERY_TERMS = 32
+SCOPE_BITS = 32
+_WORD = re.compile(r"\w+")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS animus_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS scopes (
+    id INTEGER PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',   -- '' stands for None: real ids are never empty
+    task_id TEXT NOT NULL DEFAULT '',
+    next_item INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (project_id, agent_id, task_id)
+);
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY,              -- scope_id << 32 | n: a scope is one id range
+    scope_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL,
+    UNIQUE (scope_id, key)
+);
+CREATE INDEX IF NOT EXISTS items_by_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
+CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
+    body, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"""
+
+# Each entry upgrades the schema from version N-1 to N; later issues append here.
+_MIGRATIONS: dict[int, str] = {}
+
+_LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def _moment(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def id_range(scope_id: int) -> tuple[int, int]:
+    """The first and last row id a scope can own."""
+    return scope_id << SCOPE_BITS, ((scope_id + 1) << SCOPE_BITS) - 1
+
+
+def match_expression(text: str) -> str | None:
+    """The FTS5 query for `text`: its words OR-ed; None when `text` has no searchable word."""
+    terms = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))[:MAX_QUERY_TERMS]
+    if not terms:
+        return None
+    # Quoted terms are literal strings to FTS5: operators and column names in text are inert.
+    return " OR ".join(f'"{term}"' for term in terms)
+
+
+def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
+    """SQL conditions on `i.metadata` with the semantics of `protocol.matches_filters`.
+
+    Keys travel as parameters through `json_each`, so no metadata key can inject SQL or JSON
+    path syntax.
+    """
+    if not filters:
+        return "", []
+    clauses: list[str] = []
+    params: list[Any] = []
+    for name, wanted in filters.items():
+        options = wanted if isinstance(wanted, list) else [wanted]
+        values = [option for option in options if option is not None]
+        alternatives: list[str] = []
+        if values:
+            marks = ", ".join("?" * len(values))
+            alternatives.append(
+                "EXISTS (SELECT 1 FROM json_each(i.metadata) m WHERE m.key = ? AND "
+                f"(m.value IN ({marks}) OR (m.type = 'array' AND EXISTS "
+                f"(SELECT 1 FROM json_each(m.value) e WHERE e.value IN ({marks})))))"
+            )
+            params += [name, *values, *values]
+        if None in options:
+            alternatives.append(
+                "NOT EXISTS (SELECT 1 FROM json_each(i.metadata) m "
+                "WHERE m.key = ? AND m.type != 'null')"
+            )
+            params.append(name)
+        clauses.append("(" + " OR ".join(alternatives) + ")")
+    return " AND " + " AND ".join(clauses), params
+
+
+def bm25_score(rank: float) -> float:
+    """Map FTS5's BM25 rank (negative, lower is better) onto [0, 1), higher is better."""
+    relevance = max(0.0, -rank)
+    return relevance / (relevance + 1.0)
+
+
+class SQLiteStore(BaseStore):
+    """The embedded default memory store: a single SQLite file.
+
+    Args:
+        path: the database file; created with its parent folders when missing.
+        busy_timeout_ms: how long a write waits for another process's lock.
+
+    Example:
+        ```python
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore
+
+        store = SQLiteStore(".animus/memory.db")
+        await store.put(Scope("trade-desk"), "fx", "EUR/USD trades near 1.09")
+        hits = await store.query(Scope("trade-desk"), "EUR/USD", top_k=3)
+        ```
+    """
+
+    capabilities = Capabilities(
+        native_ttl=True,
+        native_key_get=True,
+        strong_consistency=True,
+        max_query_top_k=MAX_QUERY_TOP_K,
+    )
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
+        self.path = Path(path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    # -- connection and threading -----------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        # One thread owns the connection; SQLite calls never block the event loop, so a
+        # caller's timeout can give up on a store stuck behind another process's lock.
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="animus-sqlite")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._call, fn, args
+        )
+
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            return fn(self._connection(), *args)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreTimeout(
+                    f"SQLite store {self.path} stayed locked for {self.busy_timeout_ms} ms; "
+                    "another process holds a long write, retry or raise busy_timeout_ms"
+                ) from None
+            raise self._unavailable(exc) from None
+        except sqlite3.DatabaseError as exc:
+            self._drop_connection()
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"SQLite store {self.path} failed: {exc}; check the file is an animus store "
+            "(move a damaged file aside to start a new one)"
+        )
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._open()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise StoreUnavailable(
+                f"SQLite store path {self.path} is a folder; point `path` to a file inside it"
+            )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot create the folder of SQLite store {self.path} ({exc.strerror}); "
+                "choose a writable `path`"
+            ) from None
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite store {self.path} ({exc}); choose a writable `path`"
+            ) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            self._enable_wal(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise StoreUnavailable(
+                f"{self.path} is not a usable animus SQLite store ({exc}); "
+                "move it aside or point `path` to a new file"
+            ) from None
+        return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL needs a moment alone with it; when several processes
+        # create the store at once, the busy handler does not cover this, so retry here.
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        with _transaction(conn):
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute(
+                "SELECT value FROM animus_meta WHERE name = 'schema_version'"
+            ).fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"SQLite store {self.path} has schema version {version}, newer than this "
+                    f"animus-flows ({SCHEMA_VERSION}); upgrade animus-flows"
+                )
+            if version == 0:
+                version = SCHEMA_VERSION
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO animus_meta (name, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+
+    async def aclose(self) -> None:
+        if self._executor is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, self._drop_connection)
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    # -- backend operations -----------------------------------------------------------------
+
+    @staticmethod
+    def _scope_id(conn: sqlite3.Connection, scope: Scope, *, create: bool) -> int | None:
+        ids = (scope.project_id, scope.agent_id or "", scope.task_id or "")
+        if create:
+            conn.execute(
+                "INSERT OR IGNORE INTO scopes (project_id, agent_id, task_id) VALUES (?, ?, ?)", ids
+            )
+        row = conn.execute(
+            "SELECT id FROM scopes WHERE project_id = ? AND agent_id = ? AND task_id = ?", ids
+        ).fetchone()
+        return None if row is None else row[0]
+
+    @staticmethod
+    def _write(
+        conn: sqlite3.Connection,
+        scope_id: int,
+        rows: dict[str, tuple[str, str, str]],
+        now: float,
+        expires_at: float | None = None,
+    ) -> dict[str, float]:
+        """Upsert `key -> (value json, metadata json, indexed text)` into one scope.
+
+        Returns each key's created_at. Existing keys keep their row id (and creation time,
+        unless they had expired); new keys take the next ids of the scope's range.
+        """
+        keys = json.dumps(list(rows))
+        existing = {
+            key: (item_id, created, expired)
+            for key, item_id, created, expired in conn.execute(
+                "SELECT i.key, i.id, i.created_at, i.expires_at <= ? FROM items i"
+                " JOIN json_each(?) j ON i.key = j.value WHERE i.scope_id = ?",
+                (now, keys, scope_id),
+            )
+        }
+        fresh = [key for key in rows if key not in existing]
+        ids = {key: item_id for key, (item_id, _, _) in existing.items()}
+        if fresh:
+            (end,) = conn.execute(
+                "UPDATE scopes SET next_item = next_item + ? WHERE id = ? RETURNING next_item",
+                (len(fresh), scope_id),
+            ).fetchone()
+            if end >= 1 << SCOPE_BITS:
+                raise StoreUnavailable(f"scope {scope_id} has used all {1 << SCOPE_BITS} item ids")
+            start = id_range(scope_id)[0] + end - len(fresh)
+            ids.update((key, start + n) for n, key in enumerate(fresh))
+            conn.executemany(
+                "INSERT INTO items (id, scope_id, key, value, metadata, created_at, updated_at,"
+                " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (ids[key], scope_id, key, rows[key][0], rows[key][1], now, now, expires_at)
+                    for key in fresh
+                ],
+            )
+        if existing:
+            conn.executemany(
+                "UPDATE items SET value = ?, metadata = ?, updated_at = ?, expires_at = ?,"
+                " created_at = CASE WHEN ? THEN ? ELSE created_at END WHERE id = ?",
+                [
+                    (rows[key][0], rows[key][1], now, expires_at, bool(expired), now, item_id)
+                    for key, (item_id, _, expired) in existing.items()
+                ],
+            )
+            conn.executemany(
+                "DELETE FROM items_fts WHERE rowid = ?", [(v[0],) for v in existing.values()]
+            )
+        conn.executemany(
+            "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
+            [(ids[key], text) for key, (_, _, text) in rows.items()],
+        )
+        return {
+            key: (now if expired else created) for key, (_, created, expired) in existing.items()
+        } | dict.fromkeys(fresh, now)
+
+    @staticmethod
+    def _row(value: JSON, metadata: dict[str, JSON]) -> tuple[str, str, str]:
+        return canonical_json(value), canonical_json(metadata), indexed_text(value)
+
+    async def _put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        metadata: dict[str, JSON],
+        expires_at: datetime | None,
+    ) -> MemoryItem:
+        now = utcnow()
+        row = {key: self._row(value, metadata)}
+
+        def put(conn: sqlite3.Connection) -> float:
+            with _transaction(conn):
+                scope_id = self._scope_id(conn, scope, create=True)
+                created = self._write(conn, scope_id, row, now.timestamp(), _epoch(expires_at))  # type: ignore[arg-type]
+            return created[key]
+
+        created_at = await self._run(put)
+        return MemoryItem(scope, key, value, metadata, _moment(created_at), now, expires_at)  # type: ignore[arg-type]
+
+    async def put_many(self, entries: Iterable[PutEntry]) -> int:
+        """Store many `(scope, key, value, metadata)` entries in one transaction."""
+        by_scope: dict[Scope, dict[str, tuple[str, str, str]]] = {}
+        for scope, key, value, metadata in map(self._check_entry, entries):
+            # a later entry for the same key wins, as with successive puts
+            by_scope.setdefault(scope, {})[key] = self._row(value, metadata or {})
+        now = utcnow().timestamp()
+
+        def put_all(conn: sqlite3.Connection) -> int:
+            with _transaction(conn):
+                for scope, rows in by_scope.items():
+                    self._write(conn, self._scope_id(conn, scope, create=True), rows, now)  # type: ignore[arg-type]
+            return sum(len(rows) for rows in by_scope.values())
+
+        return await self._run(put_all)
+
+    async def _get(self, scope: Scope, key: str) -> MemoryItem | None:
+        def get(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            return conn.execute(
+                "SELECT i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
+                " FROM items i JOIN scopes s ON s.id = i.scope_id"
+                " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ? AND i.key = ?"
+                f" AND {_LIVE}",
+                (
+                    scope.project_id,
+                    scope.agent_id or "",
+                    scope.task_id or "",
+                    key,
+                    utcnow().timestamp(),
+                ),
+            ).fetchone()
+
+        row = await self._run(get)
+        if row is None:
+            return None
+        value, metadata, created_at, updated_at, expires_at = row
+        return MemoryItem(
+            scope,
+            key,
+            json.loads(value),
+            json.loads(metadata),
+            _moment(created_at),
+            _moment(updated_at),
+            _moment(expires_at),  # type: ignore[arg-type]
+        )
+
+    async def _query(
+        self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
+    ) -> list[QueryHit]:
+        where, params = filter_clause(filters)
+        expression = match_expression(text)
+
+        def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            scope_id = self._scope_id(conn, scope, create=False)
+            if scope_id is None:
+                return []
+            now = utcnow().timestamp()
+            if not text.strip():
+                return conn.execute(
+                    "SELECT i.key, i.value, i.metadata, -1e9 FROM items i"
+                    f" WHERE i.id BETWEEN ? AND ? AND {_LIVE}{where}"
+                    " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?",
+                    (*id_range(scope_id), now, *params, top_k),
+                ).fetchall()
+            if expression is None:
+                return []
+            return conn.execute(
+                "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
+                " JOIN items i ON i.id = f.rowid"
+                f" WHERE items_fts MATCH ? AND f.rowid BETWEEN ? AND ? AND {_LIVE}{where}"
+                " ORDER BY f.rank LIMIT ?",
+                (expression, *id_range(scope_id), now, *params, top_k),
+            ).fetchall()
+
+        rows = await self._run(query)
+        # an empty text lists the scope, newest first: every item matches it fully
+        return [
+            QueryHit(k, json.loads(v), 1.0 if rank == -1e9 else bm25_score(rank), json.loads(m))
+            for k, v, m, rank in rows
+        ]
+
+    async def _list_scopes(
+        self, project_id: str | None, cursor: str | None, limit: int
+    ) -> ScopePage:
+        if cursor is not None and not cursor.isdigit():
+            raise InvalidRequest(
+                f"cursor {cursor!r} was not returned by this store; pass next_cursor unchanged"
+            )
+        after = int(cursor) if cursor is not None else 0
+
+        def list_scopes(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            project_clause = "" if project_id is None else " AND s.project_id = ?"
+            return conn.execute(
+                "SELECT s.id, s.project_id, s.agent_id, s.task_id FROM scopes s"
+                f" WHERE s.id > ?{project_clause} AND EXISTS (SELECT 1 FROM items i"
+                f" WHERE i.scope_id = s.id AND {_LIVE}) ORDER BY s.id LIMIT ?",
+                (
+                    after,
+                    *([project_id] if project_id is not None else []),
+                    utcnow().timestamp(),
+                    limit + 1,
+                ),
+            ).fetchall()
+
+        rows = await self._run(list_scopes)
+        page = rows[:limit]
+        scopes = [Scope(p, a or None, t or None) for _, p, a, t in page]
+        next_cursor = str(page[-1][0]) if len(rows) > limit else None
+        return ScopePage(scopes, next_cursor)
+
+    @staticmethod
+    def _count(conn: sqlite3.Connection, scope_id: int) -> int:
+        return conn.execute(
+            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ? AND {_LIVE}",
+            (*id_range(scope_id), utcnow().timestamp()),
+        ).fetchone()[0]
+
+    async def _delete_scope(self, scope: Scope) -> int:
+        def delete(conn: sqlite3.Connection) -> int:
+            with _transaction(conn):
+                scope_id = self._scope_id(conn, scope, create=False)
+                if scope_id is None:
+                    return 0
+                live = self._count(conn, scope_id)
+                conn.execute(
+                    "DELETE FROM items_fts WHERE rowid BETWEEN ? AND ?", id_range(scope_id)
+                )
+                conn.execute("DELETE FROM items WHERE id BETWEEN ? AND ?", id_range(scope_id))
+                conn.execute("DELETE FROM scopes WHERE id = ?", (scope_id,))
+                return live
+
+        return await self._run(delete)
+
+    async def count(self, scope: Scope) -> int:
+        """Live items in `scope`: what `delete_scope` would remove."""
+
+        def count(conn: sqlite3.Connection) -> int:
+            scope_id = self._scope_id(conn, scope, create=False)
+            return 0 if scope_id is None else self._count(conn, scope_id)
+
+        return await self._run(count)
+
+    async def purge_expired(self) -> int:
+        """Delete expired items for good; queries skip them either way."""
+
+        def purge(conn: sqlite3.Connection) -> int:
+            now = utcnow().timestamp()
+            with _transaction(conn):
+                conn.execute(
+                    "DELETE FROM items_fts WHERE rowid IN"
+                    " (SELECT id FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?)",
+                    (now,),
+                )
+                return conn.execute(
+                    "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+                ).rowcount
+
+        return await self._run(purge)
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back on any error: a write is whole or absent."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -1,0 +1,40 @@
+"""Run async APIs from plain scripts and the CLI.
+
+One event loop per facade, reused across calls, so stores that hold loop-bound resources (HTTP
+pools, plugin pipes) keep working between calls. Calling from inside a running loop is refused:
+block the loop and nothing else runs, so the caller is told to `await` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopRunner:
+    """Owns a private event loop and runs coroutines on it to completion."""
+
+    def __init__(self) -> None:
+        self._runner = asyncio.Runner()
+        self._lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, T], *, await_form: str) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise RuntimeError(
+                f"called the sync API inside a running event loop; use `{await_form}` instead"
+            )
+        with self._lock:
+            return self._runner.run(coro)
+
+    def close(self) -> None:
+        with self._lock:
+            self._runner.close()

@@ -1,0 +1,343 @@
+"""The conformance suite every memory store passes, shipped so plugin authors can run it too.
+
+Subclass `StoreConformance`, give it a `store` fixture returning a fresh, empty store, and
+pytest runs every check against it::
+
+    import pytest
+    from animus_flows.testing.conformance import StoreConformance
+
+    class TestMyStore(StoreConformance):
+        @pytest.fixture
+        def store(self, tmp_path):
+            return MyStore(tmp_path / "db")
+
+Async-indexed stores override `eventually_consistent` to wait until writes are searchable.
+Tests of optional capabilities skip when the store's flag is off. Needs pytest-asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from animus_flows.errors import InvalidRequest, InvalidScope
+from animus_flows.protocol import MemoryItem, MemoryStore, QueryHit, Scope
+
+#: Pairs of ids that a careless store confuses: LIKE wildcards, path separators, quoting,
+#: Unicode normalization and case, FTS operators, and our own scope-token spelling.
+AWKWARD_ID_PAIRS = [
+    ("a%", "ab"),
+    ("a_c", "abc"),
+    ("a/b", "a"),
+    ("a.b", "a"),
+    ("a.b", "a-b"),
+    ("it's", 'it"s'),
+    ("'; DROP TABLE items; --", "x"),
+    ("café", "cafe"),
+    ("Café", "café"),
+    ("東京", "東"),
+    ("zz1", "zz2"),
+    ("a b", "a"),
+    ("NEAR", "OR"),
+    ("*", "a*"),
+    ("%", "_"),
+    ("\\", "/"),
+    ("emoji-🙂", "emoji-"),
+]
+
+JSON_VALUES = [
+    "plain text",
+    "",
+    {"content": "dict with content", "n": 1},
+    {"nested": {"list": [1, 2.5, None, True]}},
+    [1, "two", {"three": 3}],
+    42,
+    3.25,
+    True,
+    None,
+    "ünïcødé ✓ 東京",
+]
+
+
+class StoreConformance:
+    """Checks of the memory-store protocol; inherit and provide a `store` fixture."""
+
+    @pytest.fixture
+    def store(self) -> MemoryStore:
+        raise NotImplementedError("define a `store` fixture returning a fresh, empty store")
+
+    @pytest_asyncio.fixture
+    async def s(self, store: MemoryStore) -> Any:
+        yield store
+        close = getattr(store, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def eventually_consistent(self, store: MemoryStore) -> None:
+        """Wait until earlier writes are visible to `query`; stores that index later override."""
+
+    def skip_unless(self, store: MemoryStore, capability: str) -> None:
+        if not getattr(store.capabilities, capability):
+            pytest.skip(f"store does not report {capability}")
+
+    # -- capabilities ---------------------------------------------------------------------
+
+    async def test_capabilities_are_reported(self, s: MemoryStore) -> None:
+        caps = s.capabilities
+        for flag in ("native_ttl", "native_key_get", "strong_consistency"):
+            assert isinstance(getattr(caps, flag), bool)
+        assert isinstance(caps.max_query_top_k, int) and caps.max_query_top_k >= 1
+
+    # -- put and get ----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("value", JSON_VALUES, ids=repr)
+    async def test_put_then_get_round_trips_json(self, s: MemoryStore, value: Any) -> None:
+        scope = Scope("conformance")
+        put = await s.put(scope, "k", value, metadata={"source": "test", "tags": ["a", "b"]})
+        assert isinstance(put, MemoryItem)
+        assert (put.scope, put.key, put.value) == (scope, "k", value)
+        got = await s.get(scope, "k")
+        assert got is not None
+        assert (got.scope, got.key, got.value) == (scope, "k", value)
+        assert got.metadata == {"source": "test", "tags": ["a", "b"]}
+        assert got.created_at.tzinfo is not None and got.expires_at is None
+
+    async def test_get_of_a_missing_key_is_none(self, s: MemoryStore) -> None:
+        assert await s.get(Scope("conformance"), "missing") is None
+
+    async def test_put_overwrites_and_keeps_created_at(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        first = await s.put(scope, "k", "one", metadata={"v": 1})
+        await asyncio.sleep(0.01)
+        second = await s.put(scope, "k", "two", metadata={"v": 2})
+        got = await s.get(scope, "k")
+        assert got is not None and got.value == "two" and got.metadata == {"v": 2}
+        assert got.created_at == first.created_at
+        assert got.updated_at >= second.created_at
+
+    async def test_keys_are_exact(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        await s.put(scope, "task:RES-001/brief", "brief")
+        await s.put(scope, "Key", "upper")
+        assert await s.get(scope, "task:RES-001/brief*") is None
+        assert await s.get(scope, "key") is None
+        got = await s.get(scope, "Key")
+        assert got is not None and got.value == "upper"
+
+    @pytest.mark.parametrize("key", ["", "x" * 5000, "nul\x00"], ids=["empty", "long", "nul"])
+    async def test_invalid_keys_are_refused(self, s: MemoryStore, key: str) -> None:
+        with pytest.raises(InvalidRequest):
+            await s.put(Scope("conformance"), key, "v")
+
+    async def test_non_json_values_are_refused(self, s: MemoryStore) -> None:
+        with pytest.raises(InvalidRequest):
+            await s.put(Scope("conformance"), "k", {"bad": {1, 2}})
+        with pytest.raises(InvalidRequest):
+            await s.put(Scope("conformance"), "k", float("nan"))
+        assert await s.get(Scope("conformance"), "k") is None
+
+    async def test_invalid_scopes_are_refused(self, s: MemoryStore) -> None:
+        for bad in ({"project_id": ""}, {"project_id": "p", "agent_id": ""}):
+            with pytest.raises(InvalidScope):
+                Scope(**bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidScope):
+            await s.put("not-a-scope", "k", "v")  # type: ignore[arg-type]
+
+    # -- scope isolation ------------------------------------------------------------------
+
+    @pytest.mark.parametrize("mine,theirs", AWKWARD_ID_PAIRS, ids=repr)
+    async def test_scope_isolation_with_awkward_ids(
+        self, s: MemoryStore, mine: str, theirs: str
+    ) -> None:
+        scopes = [
+            Scope(mine),
+            Scope(theirs),
+            Scope("p", agent_id=mine),
+            Scope("p", agent_id=theirs),
+            Scope("p", task_id=mine),
+            Scope("p", agent_id=mine, task_id=theirs),
+            Scope("p"),
+        ]
+        for index, scope in enumerate(scopes):
+            await s.put(scope, "shared-key", f"secret {index} walrus", metadata={"i": index})
+        await self.eventually_consistent(s)
+        for index, scope in enumerate(scopes):
+            got = await s.get(scope, "shared-key")
+            assert got is not None and got.metadata == {"i": index}, scope
+            hits = await s.query(scope, "secret walrus", top_k=20)
+            assert [hit.metadata["i"] for hit in hits] == [index], scope
+        # deleting one scope leaves its neighbours whole
+        assert await s.delete_scope(scopes[0]) == 1
+        assert await s.get(scopes[0], "shared-key") is None
+        for index, scope in enumerate(scopes[1:], start=1):
+            got = await s.get(scope, "shared-key")
+            assert got is not None and got.metadata == {"i": index}
+
+    async def test_project_scope_does_not_see_agent_or_task_items(self, s: MemoryStore) -> None:
+        await s.put(Scope("p", agent_id="a"), "k", "agent walrus")
+        await s.put(Scope("p", task_id="t"), "k2", "task walrus")
+        await self.eventually_consistent(s)
+        assert await s.get(Scope("p"), "k") is None
+        assert await s.query(Scope("p"), "walrus") == []
+
+    # -- query ----------------------------------------------------------------------------
+
+    async def _corpus(self, s: MemoryStore, scope: Scope) -> None:
+        docs = {
+            "fx": "EUR/USD rallied as the central bank held rates steady",
+            "oil": "Brent crude fell on rising inventories",
+            "rates": "The central bank raised rates by 25 basis points; rates outlook hawkish",
+            "misc": "The office coffee machine was repaired",
+        }
+        for key, text in docs.items():
+            await s.put(scope, key, {"content": text}, metadata={"topic": key})
+        await self.eventually_consistent(s)
+
+    async def test_query_finds_relevant_items_best_first(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        await self._corpus(s, scope)
+        hits = await s.query(scope, "central bank rates", top_k=3)
+        assert hits and all(isinstance(hit, QueryHit) for hit in hits)
+        assert {hit.key for hit in hits[:2]} == {"rates", "fx"}
+        assert "misc" not in {hit.key for hit in hits}
+
+    async def test_scores_are_in_unit_range_and_descending(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        await self._corpus(s, scope)
+        hits = await s.query(scope, "rates bank crude coffee", top_k=10)
+        assert hits
+        scores = [hit.score for hit in hits]
+        assert all(0.0 <= score <= 1.0 for score in scores)
+        assert scores == sorted(scores, reverse=True)
+
+    async def test_top_k_limits_and_is_clamped(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        for index in range(12):
+            await s.put(scope, f"k{index}", f"walrus number {index}")
+        await self.eventually_consistent(s)
+        assert len(await s.query(scope, "walrus", top_k=5)) == 5
+        huge = s.capabilities.max_query_top_k + 50
+        assert len(await s.query(scope, "walrus", top_k=huge)) == 12
+        with pytest.raises(InvalidRequest):
+            await s.query(scope, "walrus", top_k=0)
+
+    @pytest.mark.parametrize(
+        "text",
+        ['"unbalanced', "a AND OR NOT b", "NEAR(a b)", "col:value", "*", "-x +y", "(", "🙂"],
+    )
+    async def test_query_syntax_in_text_is_inert(self, s: MemoryStore, text: str) -> None:
+        scope = Scope("conformance")
+        await s.put(scope, "k", "plain words here")
+        await self.eventually_consistent(s)
+        hits = await s.query(scope, text)
+        assert isinstance(hits, list)
+
+    async def test_query_text_is_indexed_from_str_content_or_json(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        await s.put(scope, "str", "alpha narwhal")
+        await s.put(scope, "dict", {"content": "beta narwhal", "other": "ignored"})
+        await s.put(scope, "json", {"title": "gamma narwhal"})
+        await self.eventually_consistent(s)
+        assert {hit.key for hit in await s.query(scope, "narwhal", top_k=10)} == {
+            "str",
+            "dict",
+            "json",
+        }
+
+    async def test_filters_by_equality_membership_and_absence(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        await s.put(scope, "a", "walrus a", metadata={"memory_type": "semantic", "tags": ["x"]})
+        await s.put(scope, "b", "walrus b", metadata={"memory_type": "episodic", "tags": ["y"]})
+        await s.put(scope, "c", "walrus c", metadata={"tags": ["x", "y"]})
+        await self.eventually_consistent(s)
+
+        async def keys(filters: dict[str, Any]) -> set[str]:
+            return {hit.key for hit in await s.query(scope, "walrus", top_k=10, filters=filters)}
+
+        assert await keys({"memory_type": "semantic"}) == {"a"}
+        assert await keys({"memory_type": ["semantic", "episodic"]}) == {"a", "b"}
+        assert await keys({"memory_type": [None, "episodic"]}) == {"b", "c"}
+        assert await keys({"tags": "x"}) == {"a", "c"}
+        assert await keys({"tags": ["y"], "memory_type": [None]}) == {"c"}
+        assert await keys({"nothing": "there"}) == set()
+        with pytest.raises(InvalidRequest):
+            await s.query(scope, "walrus", filters={"tags": {"nested": 1}})
+
+    async def test_strongly_consistent_stores_read_their_writes(self, s: MemoryStore) -> None:
+        self.skip_unless(s, "strong_consistency")
+        scope = Scope("conformance")
+        await s.put(scope, "k", "immediately searchable okapi")
+        assert [hit.key for hit in await s.query(scope, "okapi")] == ["k"]
+
+    # -- TTL ------------------------------------------------------------------------------
+
+    async def test_expired_items_are_never_returned(self, s: MemoryStore) -> None:
+        scope = Scope("conformance")
+        item = await s.put(scope, "short", "ephemeral quokka", ttl_seconds=1)
+        await s.put(scope, "long", "lasting quokka", ttl_seconds=3600)
+        assert item.expires_at is not None
+        await self.eventually_consistent(s)
+        assert await s.get(scope, "short") is not None
+        await asyncio.sleep(1.2)
+        assert await s.get(scope, "short") is None
+        assert [hit.key for hit in await s.query(scope, "quokka", top_k=10)] == ["long"]
+        long = await s.get(scope, "long")
+        assert long is not None and long.expires_at is not None
+
+    async def test_invalid_ttl_is_refused(self, s: MemoryStore) -> None:
+        for ttl in (0, -5, 1.5):
+            with pytest.raises(InvalidRequest):
+                await s.put(Scope("conformance"), "k", "v", ttl_seconds=ttl)  # type: ignore[arg-type]
+
+    async def test_scopes_holding_only_expired_items_are_not_listed(self, s: MemoryStore) -> None:
+        self.skip_unless(s, "native_ttl")
+        await s.put(Scope("ttl-only"), "k", "v", ttl_seconds=1)
+        await asyncio.sleep(1.2)
+        assert (await s.list_scopes(project_id="ttl-only")).scopes == []
+
+    # -- list_scopes ----------------------------------------------------------------------
+
+    async def test_list_scopes_pages_without_duplicates(self, s: MemoryStore) -> None:
+        expected = {Scope("paged", agent_id=f"agent-{i:02d}") for i in range(23)}
+        expected.add(Scope("paged"))
+        for scope in expected:
+            await s.put(scope, "k", "v")
+        await s.put(Scope("other-project"), "k", "v")
+        seen: list[Scope] = []
+        cursor = None
+        for _ in range(20):
+            page = await s.list_scopes(project_id="paged", cursor=cursor, limit=5)
+            assert len(page.scopes) <= 5
+            seen += page.scopes
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert len(seen) == len(set(seen))
+        assert set(seen) == expected
+        everything = await s.list_scopes(limit=1000)
+        assert Scope("other-project") in everything.scopes
+
+    async def test_list_scopes_rejects_bad_arguments(self, s: MemoryStore) -> None:
+        for limit in (0, 100_000):
+            with pytest.raises(InvalidRequest):
+                await s.list_scopes(limit=limit)
+
+    # -- delete_scope ---------------------------------------------------------------------
+
+    async def test_delete_scope_is_idempotent_and_exact(self, s: MemoryStore) -> None:
+        scope, child = Scope("del"), Scope("del", agent_id="a")
+        for index in range(3):
+            await s.put(scope, f"k{index}", "gone soon")
+        await s.put(child, "k", "stays")
+        assert await s.delete_scope(scope) == 3
+        assert await s.delete_scope(scope) == 0
+        assert await s.get(scope, "k0") is None
+        assert await s.get(child, "k") is not None
+        assert scope not in (await s.list_scopes(project_id="del")).scopes
+        assert await s.delete_scope(Scope("never-written")) == 0
+        await s.put(scope, "k0", "back again")
+        got = await s.get(scope, "k0")
+        assert got is not None and got.value == "back again"

@@ -1,0 +1,11 @@
+"""Prefect blocks for memory stores, installed as `animus_flows.blocks`.
+
+Register them with `prefect block register -m animus_flows.blocks`. Prefect imports this module
+through the `prefect.collections` entry point, so `Block.load("animus-sqlite-memory-store/NAME")`
+works in a fresh worker.
+"""
+
+from animus_flows.blocks.base import MEMORY_STORE_CAPABILITY, MemoryStoreBlock
+from animus_flows.blocks.sqlite import SQLiteMemoryStore
+
+__all__ = ["MEMORY_STORE_CAPABILITY", "MemoryStoreBlock", "SQLiteMemoryStore"]

@@ -1,0 +1,191 @@
+"""SQLite-specific behaviour: files, processes, corruption, migrations, the FTS mapping."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from animus_flows.errors import InvalidRequest, StoreUnavailable
+from animus_flows.protocol import Scope, matches_filters
+from animus_flows.stores import SQLiteStore, SyncStore
+from animus_flows.stores.sqlite import (
+    SCHEMA_VERSION,
+    bm25_score,
+    filter_clause,
+    id_range,
+    match_expression,
+)
+
+
+@pytest.fixture
+def store(tmp_path):
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as sync:
+        yield sync
+
+
+def test_match_expression_quotes_every_term():
+    assert match_expression('EUR/USD "rally" NEAR(x) OR eur') == (
+        '"eur" OR "usd" OR "rally" OR "near" OR "x" OR "or"'
+    )
+    assert match_expression(" ?! ") is None
+
+
+def test_each_scope_owns_a_disjoint_id_range():
+    assert id_range(1) == (1 << 32, (2 << 32) - 1)
+    assert id_range(1)[1] < id_range(2)[0]
+
+
+def test_bm25_scores_map_into_the_unit_interval_monotonically():
+    ranks = [0.0, -0.5, -1.0, -10.0, -1000.0]
+    scores = [bm25_score(rank) for rank in ranks]
+    assert scores == sorted(scores)
+    assert all(0.0 <= score < 1.0 for score in scores)
+    assert bm25_score(3.0) == 0.0  # a positive rank would be a bug upstream: never negative
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"memory_type": "semantic"},
+        {"memory_type": ["semantic", "episodic"]},
+        {"tags": "x"},
+        {"tags": ["y", "z"]},
+        {"tier": [None, "warm"]},
+        {"we\"ird'key": "v"},
+        {"n": 1},
+        {"flag": True},
+    ],
+)
+def test_sql_filters_agree_with_the_reference_semantics(filters):
+    rows = [
+        {"memory_type": "semantic", "tags": ["x"], "tier": "hot", "n": 1, "flag": True},
+        {"memory_type": "episodic", "tags": ["y"], "tier": "warm"},
+        {"tags": ["x", "z"], "we\"ird'key": "v"},
+        {"tier": None, "n": 2},
+        {},
+    ]
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, metadata TEXT)")
+    conn.executemany("INSERT INTO items (metadata) VALUES (?)", [(json.dumps(r),) for r in rows])
+    where, params = filter_clause(filters)
+    got = [r[0] - 1 for r in conn.execute(f"SELECT id FROM items i WHERE 1{where}", params)]
+    assert got == [i for i, row in enumerate(rows) if matches_filters(row, filters)]
+
+
+def test_creates_missing_parent_folders(tmp_path):
+    with SyncStore(SQLiteStore(tmp_path / "a" / "b" / "m.db")) as store:
+        store.put(Scope("p"), "k", "v")
+    assert (tmp_path / "a" / "b" / "m.db").exists()
+
+
+def test_a_folder_as_path_is_a_clear_error(tmp_path):
+    with SyncStore(SQLiteStore(tmp_path)) as store, pytest.raises(StoreUnavailable, match="folder"):
+        store.get(Scope("p"), "k")
+
+
+def test_an_unusable_path_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a folder")
+    store = SyncStore(SQLiteStore(blocker / "m.db"))
+    with store, pytest.raises(StoreUnavailable, match="writable `path`"):
+        store.put(Scope("p"), "k", "v")
+
+
+def test_a_corrupt_file_is_reported_and_left_untouched(tmp_path):
+    path = tmp_path / "m.db"
+    garbage = b"this is not a database" * 100
+    path.write_bytes(garbage)
+    store = SyncStore(SQLiteStore(path))
+    with store, pytest.raises(StoreUnavailable, match="move it aside"):
+        store.put(Scope("p"), "k", "v")
+    assert path.read_bytes() == garbage
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", "v")
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE animus_meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION + 1),)
+    )
+    conn.commit()
+    conn.close()
+    with SyncStore(SQLiteStore(path)) as store, pytest.raises(StoreUnavailable, match="upgrade"):
+        store.get(Scope("p"), "k")
+
+
+def test_data_survives_reopening(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p", agent_id="a"), "k", {"content": "persisted walrus"})
+    with SyncStore(SQLiteStore(path)) as store:
+        assert store.get(Scope("p", agent_id="a"), "k").value == {"content": "persisted walrus"}
+        assert [hit.key for hit in store.query(Scope("p", agent_id="a"), "walrus")] == ["k"]
+
+
+def test_empty_text_lists_the_scope_most_recent_first(store):
+    for key in ("first", "second", "third"):
+        store.put(Scope("p"), key, key)
+    assert [hit.key for hit in store.query(Scope("p"), "", top_k=2)] == ["third", "second"]
+
+
+def test_put_many_writes_in_one_transaction(tmp_path):
+    async def run():
+        sqlite = SQLiteStore(tmp_path / "m.db")
+        items = [(Scope("p"), f"k{i}", f"bulk value {i}", {"i": i}) for i in range(500)]
+        items += [(Scope("p", agent_id="a"), "k0", "other scope", None)]
+        items += [(Scope("p"), "k0", "bulk value again", {"i": -1})]  # the later entry wins
+        assert await sqlite.put_many(items) == 501
+        with pytest.raises(InvalidRequest):
+            await sqlite.put_many([(Scope("q"), "ok", "v", None), (Scope("q"), "", "v", None)])
+        hits = await sqlite.query(Scope("p"), "again")
+        counts = [await sqlite.count(Scope(*ids)) for ids in (("p",), ("p", "a"), ("q",))]
+        await sqlite.aclose()
+        return counts, [(hit.key, hit.metadata) for hit in hits]
+
+    import asyncio
+
+    counts, hits = asyncio.run(run())
+    assert counts == [500, 1, 0]  # the bad batch wrote nothing
+    assert hits == [("k0", {"i": -1})]
+
+
+def test_sync_facade_refuses_to_run_inside_an_event_loop(tmp_path):
+    import asyncio
+
+    store = SyncStore(SQLiteStore(tmp_path / "m.db"))
+
+    async def inside():
+        with pytest.raises(RuntimeError, match=r"await store\.get"):
+            store.get(Scope("p"), "k")
+
+    asyncio.run(inside())
+    store.close()
+
+
+def test_several_processes_can_write_at_once(tmp_path):
+    path = tmp_path / "m.db"
+    script = textwrap.dedent(
+        """
+        import sys
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore, SyncStore
+        worker = sys.argv[2]
+        with SyncStore(SQLiteStore(sys.argv[1])) as store:
+            for i in range(200):
+                store.put(Scope("p", agent_id=worker), f"k{i}", f"worker {worker} item {i}")
+                store.put(Scope("p"), f"{worker}-{i}", "shared scope")
+        """
+    )
+    workers = [
+        subprocess.Popen([sys.executable, "-c", script, str(path), str(n)]) for n in range(4)
+    ]
+    assert [w.wait(timeout=120) for w in workers] == [0, 0, 0, 0]
+    with SyncStore(SQLiteStore(path)) as store:
+        assert store.count(Scope("p")) == 800
+        for n in range(4):
+            assert store.count(Scope("p", agent_id=str(n))) == 200

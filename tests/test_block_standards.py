@@ -1,0 +1,65 @@
+"""Every memory-store block passes Prefect's own block standards, offline.
+
+The logo check opens `_logo_url` with urllib; the logos are files in this repository, so a
+urllib handler answers for the repository's asset URL from the checkout (the network boundary).
+"""
+
+import io
+import pickle
+import urllib.request
+from email.message import Message
+from pathlib import Path
+
+import pytest
+from animus_flows.blocks import MEMORY_STORE_CAPABILITY, MemoryStoreBlock, SQLiteMemoryStore
+from animus_flows.blocks._logos import ASSETS_URL
+from prefect.testing.standard_test_suites import BlockStandardTestSuite
+
+from animus_flows.protocol import MemoryStore
+
+BLOCKS = [SQLiteMemoryStore]
+ASSETS = Path(__file__).resolve().parents[1] / "docs" / "assets"
+
+
+class _RepositoryAssets(urllib.request.HTTPSHandler):
+    def https_open(self, req):
+        url = req.get_full_url()
+        if not url.startswith(ASSETS_URL):
+            raise urllib.error.URLError(f"offline test: no network for {url}")
+        body = (ASSETS / url.removeprefix(ASSETS_URL)).read_bytes()
+        headers = Message()
+        headers["Content-Type"] = "image/png"
+        response = urllib.response.addinfourl(io.BytesIO(body), headers, url, 200)
+        response.msg = "OK"
+        return response
+
+
+@pytest.fixture(autouse=True)
+def offline_assets():
+    urllib.request.install_opener(urllib.request.build_opener(_RepositoryAssets))
+    yield
+    urllib.request.install_opener(None)
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+class TestBlockStandards(BlockStandardTestSuite):
+    @pytest.fixture
+    def block(self, block):
+        return block
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_blocks_are_memory_stores_with_logos_in_the_repository(block):
+    assert MEMORY_STORE_CAPABILITY in block.get_block_capabilities()
+    assert block.get_block_type_slug().startswith("animus-")
+    assert issubclass(block, MemoryStoreBlock)
+    assert (ASSETS / str(block._logo_url).removeprefix(ASSETS_URL)).is_file()
+
+
+def test_sqlite_block_hands_out_one_cached_store_and_pickles_without_it(tmp_path):
+    block = SQLiteMemoryStore(path=str(tmp_path / "m.db"))
+    store = block.get_store()
+    assert isinstance(store, MemoryStore) and block.get_store() is store
+    clone = pickle.loads(pickle.dumps(block))
+    assert clone.path == block.path and clone._store is None
+    assert block.get_block_type_slug() == "animus-sqlite-memory-store"

@@ -1,0 +1,265 @@
+"""The `animus` CLI: in-process with typer's CliRunner, and as a real subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from animus_flows.cli import app
+
+WORKFLOW = """\
+version: 1
+project: demo
+stores:
+  memory-local: {type: sqlite, path: .animus/memory.db}
+agents: {a: {}}
+workflows: {w: {phases: [{id: p, agent: a}]}}
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "animus.yaml").write_text(WORKFLOW)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def run_json(*args: str):
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+AWKWARD = ["a%b", "a_b", "it's", 'say "hi"', "café/東京", "zz1"]
+
+
+@pytest.mark.parametrize("agent", AWKWARD)
+def test_put_get_query_round_trip_in_awkward_scopes(project, agent):
+    item = run_json(
+        "memory",
+        "put",
+        "--scope",
+        "agent",
+        "--agent-id",
+        agent,
+        "--key",
+        "k",
+        "--value",
+        '{"content": "EUR/USD rallied"}',
+        "--metadata",
+        '{"tier": "hot"}',
+    )
+    assert item["scope"] == {"project_id": "demo", "agent_id": agent, "task_id": None}
+    assert set(item) == {
+        "scope",
+        "key",
+        "value",
+        "metadata",
+        "created_at",
+        "updated_at",
+        "expires_at",
+    }
+    got = run_json("memory", "get", "--scope", "agent", "--agent-id", agent, "--key", "k")
+    assert got["value"] == {"content": "EUR/USD rallied"} and got["metadata"] == {"tier": "hot"}
+    hits = run_json(
+        "memory",
+        "query",
+        "--scope",
+        "agent",
+        "--agent-id",
+        agent,
+        "--query",
+        "EUR rally",
+        "--top-k",
+        "3",
+    )["hits"]
+    assert [set(hit) for hit in hits] == [{"key", "value", "score", "metadata"}]
+    # the project scope does not see the agent's item
+    assert run_json("memory", "query", "--scope", "project", "--query", "EUR")["hits"] == []
+
+
+def test_list_scopes_and_prune(project):
+    for agent in ("x", "y"):
+        invoke(
+            "memory", "put", "--scope", "agent", "--agent-id", agent, "--key", "k", "--value", "1"
+        )
+    invoke("memory", "put", "--scope", "task", "--task-id", "T-1", "--key", "k", "--value", "1")
+    page = run_json("memory", "list-scopes", "--project-id", "demo")
+    assert page["next_cursor"] is None and len(page["scopes"]) == 3
+    first = run_json("memory", "list-scopes", "--limit", "2")
+    assert len(first["scopes"]) == 2 and first["next_cursor"]
+    rest = run_json("memory", "list-scopes", "--limit", "2", "--cursor", first["next_cursor"])
+    assert len(rest["scopes"]) == 1 and rest["next_cursor"] is None
+    assert run_json("memory", "prune", "--scope", "agent", "--agent-id", "x", "--dry-run") == {
+        "would_delete": 1
+    }
+    assert run_json("memory", "prune", "--scope", "agent", "--agent-id", "x") == {"deleted": 1}
+    assert run_json("memory", "prune", "--scope", "agent", "--agent-id", "x") == {"deleted": 0}
+
+
+def test_ttl_flag_sets_expiry(project):
+    item = run_json(
+        "memory", "put", "--scope", "project", "--key", "k", "--value", '"v"', "--ttl", "60"
+    )
+    assert item["expires_at"] is not None
+
+
+@pytest.mark.parametrize(
+    "args,code,message",
+    [
+        (
+            ["memory", "put", "--scope", "project", "--key", "k", "--value", "not json"],
+            2,
+            "--value 'not json' is not valid JSON",
+        ),
+        (
+            [
+                "memory",
+                "put",
+                "--scope",
+                "project",
+                "--key",
+                "k",
+                "--value",
+                "1",
+                "--metadata",
+                "[1]",
+            ],
+            2,
+            "--metadata '[1]' must be a JSON object",
+        ),
+        (["memory", "get", "--scope", "agent", "--key", "k"], 2, "--scope agent needs --agent-id"),
+        (["memory", "get", "--scope", "team", "--key", "k"], 2, "--scope 'team' is not a scope"),
+        (
+            ["memory", "get", "--scope", "project", "--agent-id", "a", "--key", "k"],
+            2,
+            "--agent-id is only used with --scope agent",
+        ),
+        (
+            ["memory", "get", "--scope", "project", "--key", "missing"],
+            1,
+            "no item 'missing' in project=demo",
+        ),
+        (
+            ["memory", "get", "--scope", "project", "--key", "k", "--plugin", "nope"],
+            2,
+            "unknown plugin 'nope'",
+        ),
+        (
+            ["memory", "get", "--scope", "project", "--key", "", "--plugin", "memory-local"],
+            2,
+            "key '' must be a non-empty string",
+        ),
+        (
+            ["memory", "get", "--scope", "project", "--key", "k", "--workflow-file", "nope.yaml"],
+            2,
+            "no workflow file nope.yaml",
+        ),
+        (["memory", "list-scopes", "--cursor", "bogus"], 2, "cursor 'bogus' was not returned"),
+        (
+            ["memory", "query", "--scope", "project", "--query", "x", "--top-k", "0"],
+            2,
+            "Invalid value for '--top-k'",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_the_right_exit_code(project, args, code, message):
+    result = invoke(*args)
+    assert result.exit_code == code, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def test_several_stores_require_plugin(project):
+    (project / "animus.yaml").write_text(
+        WORKFLOW.replace("stores:\n", "stores:\n  other: {type: sqlite, path: other.db}\n")
+    )
+    result = invoke("memory", "get", "--scope", "project", "--key", "k")
+    assert result.exit_code == 2
+    assert "2 stores are available (other, memory-local); choose one with --plugin" in (
+        result.stderr
+    )
+
+
+def test_a_corrupt_store_is_a_runtime_error(project):
+    db = project / ".animus" / "memory.db"
+    db.parent.mkdir()
+    db.write_bytes(b"garbage" * 200)
+    result = invoke("memory", "put", "--scope", "project", "--key", "k", "--value", "1")
+    assert result.exit_code == 1
+    assert "is not a usable animus SQLite store" in result.stderr
+    assert db.read_bytes() == b"garbage" * 200
+
+
+def test_debug_shows_the_traceback(project):
+    result = invoke(
+        "--debug", "memory", "put", "--scope", "project", "--key", "k", "--value", "nope"
+    )
+    assert result.exit_code != 0
+    assert result.exception is not None
+
+
+def test_validate_and_schema(project):
+    ok = invoke("validate", "animus.yaml")
+    assert ok.exit_code == 0 and "ok (project demo" in ok.stdout
+    (project / "bad.yaml").write_text(WORKFLOW.replace("agent: a", "agent: b"))
+    bad = invoke("validate", "bad.yaml")
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("error: bad.yaml:6:") and "unknown agent 'b'" in bad.stderr
+    schema = json.loads(invoke("schema").stdout)
+    assert schema["properties"]["version"]
+
+
+def _animus(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("animus")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [str(exe), *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_the_installed_console_script_end_to_end(project):
+    put = _animus(
+        "memory",
+        "put",
+        "--scope",
+        "agent",
+        "--agent-id",
+        "ünï",
+        "--key",
+        "k",
+        "--value",
+        '"walrus facts"',
+        "--json",
+        cwd=project,
+    )
+    assert put.returncode == 0, put.stderr
+    assert json.loads(put.stdout)["scope"]["agent_id"] == "ünï"
+    query = _animus(
+        "memory",
+        "query",
+        "--scope",
+        "agent",
+        "--agent-id",
+        "ünï",
+        "--query",
+        "walrus",
+        "--json",
+        cwd=project,
+    )
+    assert [hit["key"] for hit in json.loads(query.stdout)["hits"]] == ["k"]
+    missing = _animus("memory", "get", "--scope", "project", "--key", "nope", cwd=project)
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    bad = _animus("memory", "put", "--scope", "project", "--key", "k", "--value", "{", cwd=project)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    usage = _animus("memory", "put", "--bogus", cwd=project)
+    assert usage.returncode == 2
