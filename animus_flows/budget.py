@@ -42,8 +42,8 @@ _ENCODINGS: dict[str, dict[str, Any]] = {
         "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
         "pat_str": "|".join(
             [
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
                 r"""\p{N}{1,3}""",
                 r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
                 r"""\s*[\r\n]+""",
@@ -84,7 +84,7 @@ def _vocabulary_bytes(name: str) -> bytes:
     return data
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_encoding(name: str) -> Any:
     """A `tiktoken.Encoding` for `name`, built offline and cached for the process."""
     import tiktoken
