@@ -178,16 +178,28 @@ class TokenBudget:
     def flow_remaining(self) -> int | None:
         return None if self.flow_tokens is None else max(0, self.flow_tokens - self.used())
 
+    def phase_remaining(self, phase_id: str) -> int | None:
+        """What is left of this phase's own cap (ignoring the flow's)."""
+        if self.phase_tokens is None:
+            return None
+        return max(0, self.phase_tokens - self.used(phase_id))
+
     def remaining(self, phase_id: str) -> int | None:
         """Tokens this phase may still spend: the tighter of its cap and the flow's."""
-        limits = [self.flow_remaining()]
-        if self.phase_tokens is not None:
-            limits.append(max(0, self.phase_tokens - self.used(phase_id)))
-        known = [limit for limit in limits if limit is not None]
+        known = [
+            r for r in (self.flow_remaining(), self.phase_remaining(phase_id)) if r is not None
+        ]
         return min(known) if known else None
 
-    def deduct(self, phase_id: str, category: Category, tokens: int, *,
-               binding: str | None = None, note: str = "") -> Deduction:  # fmt: skip
+    def deduct(
+        self,
+        phase_id: str,
+        category: Category,
+        tokens: int,
+        *,
+        binding: str | None = None,
+        note: str = "",
+    ) -> Deduction:
         """Record a deduction. The caller has checked it fits; going over is recorded as is,
         so the ledger never lies about what was spent."""
         if tokens < 0:
@@ -280,8 +292,9 @@ def render_block(candidate: Candidate) -> str:
 
 def disclosure_order(candidates: Iterable[Candidate]) -> list[Candidate]:
     """HOT before WARM before COLD; within a tier, best score first."""
-    return sorted(candidates, key=lambda c: (tier_rank(c.tier if c.tier in TIERS else "warm"),
-                                             -c.score))  # fmt: skip
+    return sorted(
+        candidates, key=lambda c: (tier_rank(c.tier if c.tier in TIERS else "warm"), -c.score)
+    )
 
 
 def pack(
@@ -303,8 +316,6 @@ def pack(
     dropped: list[Dropped] = []
     spent: dict[str, int] = {}
     total = 0
-    limits = [limit for limit in (phase_remaining, flow_remaining) if limit is not None]
-    overall = min(limits) if limits else None
     for candidate in disclosure_order(candidates):
         caps = bindings.get(candidate.binding, BindingCaps(None))
         used = spent.get(candidate.binding, 0)
@@ -318,9 +329,10 @@ def pack(
         tokens = counter.count(block)
         if caps.budget_tokens is not None and used + tokens > caps.budget_tokens:
             dropped.append(Dropped(candidate, "over the binding budget", tokens))
-        elif overall is not None and total + tokens > overall:
-            which = "phase" if overall == phase_remaining else "flow"
-            dropped.append(Dropped(candidate, f"over the {which} budget", tokens))
+        elif flow_remaining is not None and total + tokens > flow_remaining:
+            dropped.append(Dropped(candidate, "over the flow budget", tokens))
+        elif phase_remaining is not None and total + tokens > phase_remaining:
+            dropped.append(Dropped(candidate, "over the phase budget", tokens))
         else:
             selected.append(Packed(candidate, tokens, block))
             spent[candidate.binding] = used + tokens

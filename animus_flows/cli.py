@@ -34,6 +34,7 @@ memory_app = typer.Typer(
 app.add_typer(memory_app, name="memory")
 
 _state = {"debug": False}
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 
 
 @app.callback()
@@ -116,6 +117,51 @@ def schema() -> None:
     _print_json(workflow_json_schema())
 
 
+@app.command()
+@handles_errors
+def run(
+    workflow_file: Annotated[Path, typer.Argument(help="The workflow YAML file.")],
+    workflow: Annotated[
+        str | None, typer.Option("--workflow", help="Workflow to run; optional when there is one.")
+    ] = None,
+    task_id: Annotated[
+        str | None, typer.Option("--task-id", help="The task the run is for.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a workflow as a Prefect flow and show what each phase received."""
+    from animus_flows.runtime.quiet import quiet_prefect
+
+    quiet_prefect(_state["debug"])
+    from animus_flows.cli_support import run_workflow_file, summary_text
+
+    summary = run_workflow_file(workflow_file, workflow, task_id)
+    if as_json:
+        _print_json(summary)
+    else:
+        typer.echo(summary_text(summary))
+
+
+@app.command()
+@handles_errors
+def preflight(
+    workflow_file: Annotated[Path, typer.Argument(help="The workflow YAML file.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Check stores and bindings before a run: capabilities, reachability, unmatched plugins."""
+    from animus_flows.runtime.quiet import quiet_prefect
+
+    quiet_prefect(_state["debug"])
+    from animus_flows.cli_support import preflight_text
+    from animus_flows.runtime.preflight import run_preflight
+
+    report = run_preflight(workflow_file)
+    if as_json:
+        _print_json(report)
+    else:
+        typer.echo(preflight_text(report))
+
+
 # -- animus memory ---------------------------------------------------------------------------
 
 PluginOpt = Annotated[
@@ -130,7 +176,6 @@ ProjectOpt = Annotated[
 ]
 AgentOpt = Annotated[str | None, typer.Option("--agent-id", help="Agent id (--scope agent).")]
 TaskOpt = Annotated[str | None, typer.Option("--task-id", help="Task id (--scope task).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 DEFAULT_WORKFLOW_FILE = Path("animus.yaml")
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from animus_flows.config.loader import load_workflow
 from animus_flows.config.models import WorkflowFile
@@ -12,6 +15,7 @@ from animus_flows.errors import ConfigError
 from animus_flows.plugins import PluginRegistry
 from animus_flows.protocol import Scope
 from animus_flows.stores.base import SyncStore
+from animus_flows.sync import LoopRunner
 
 SCOPE_KINDS = ("project", "agent", "task")
 
@@ -45,9 +49,75 @@ def open_cli_store(
         )
     workflow = load_workflow(workflow_file)
     registry = PluginRegistry(workflow)
-    _, store = registry.choose(plugin)
+    loop = LoopRunner()
+    try:
+        _, store = loop.run(registry.choose(plugin), await_form="await registry.choose(...)")
+    finally:
+        loop.close()
     sync = SyncStore(store)
     try:
         yield workflow, sync
     finally:
         sync.close()
+
+
+def run_workflow_file(path: Path, workflow: str | None, task_id: str | None) -> dict[str, Any]:
+    """Load, compile and run a workflow as a Prefect flow; returns the run summary."""
+    import asyncio
+
+    from animus_flows.config.loader import workflow_warnings
+    from animus_flows.runtime.engine import compile_workflow
+    from animus_flows.runtime.flows import build_flow
+
+    loaded = load_workflow(path)
+    compiled = compile_workflow(loaded, workflow)
+    for warning in workflow_warnings(loaded):
+        print(f"warning: {warning}", file=sys.stderr)
+    return asyncio.run(build_flow(compiled)(task_id=task_id))
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """`animus run` for people: what each phase received, then the budget."""
+    lines = [f"workflow {summary['workflow']} (flow run {summary['flow_run_id']})"]
+    for phase in summary["phases"]:
+        context = phase["memory_context"]
+        lines += [
+            "",
+            f"== phase {phase['id']} (agent {phase['agent']}): "
+            f"{len(context['items'])} memories, {context['tokens']} tokens ==",
+        ]
+        for item in context["items"]:
+            lines.append(
+                f"  {item['score']:.3f}  {item['tokens']:>4} tok  {item['binding']}/{item['key']}"
+            )
+        output = (
+            phase["output"] if isinstance(phase["output"], str) else json.dumps(phase["output"])
+        )
+        lines += ["-- output --", output.rstrip("\n")]
+    budget = summary["budget"]
+    cap = "no cap" if budget["flow_tokens"] is None else budget["flow_tokens"]
+    remaining = "" if budget["remaining"] is None else f", {budget['remaining']} remaining"
+    lines += ["", f"budget: {budget['used']} of {cap} tokens used{remaining}"]
+    return "\n".join(lines)
+
+
+def preflight_text(report: dict[str, Any]) -> str:
+    lines = [f"preflight {report['workflow_file']} (project {report['project_id']})", "", "stores:"]
+    for store in report["stores"]:
+        caps = store.get("capabilities") or {}
+        flags = ", ".join(f"{k}={v}" for k, v in caps.items())
+        state = "reachable" if store["reachable"] else f"UNREACHABLE: {store.get('error')}"
+        lines.append(
+            f"  {store['plugin_id']} ({store['type']}): {state}" + (f"; {flags}" if flags else "")
+        )
+    bindings = report["memory_bindings"]
+    lines += ["", "memory_bindings:"]
+    for entry in bindings["matched"]:
+        lines.append(f"  matched   {entry['owner']}: {entry['binding']} -> {entry['plugin']}")
+    for entry in bindings["unmatched"]:
+        lines.append(
+            f"  unmatched {entry['owner']}: {entry['binding']} -> {entry['plugin']} (no-op)"
+        )
+    for warning in report["warnings"]:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)

@@ -1,23 +1,73 @@
 """Resolve a binding's or command's `plugin` id to a memory store.
 
-Ids resolve to the workflow file's `stores:` first. Stores are opened once per registry and
-closed together.
+An id resolves to the workflow file's `stores:` first, then to a saved Prefect block document
+of a memory-store block type with that name. Lookups of file stores never touch the Prefect API.
+Stores are opened once per registry and closed together.
 """
 
 from __future__ import annotations
 
-from animus_flows.config.models import WorkflowFile
-from animus_flows.errors import ConfigError
+import logging
+import os
+from typing import Any
+
+from animus_flows.config.models import BlockRef, WorkflowFile
+from animus_flows.errors import ConfigError, StoreUnavailable
 from animus_flows.protocol import MemoryStore
 from animus_flows.stores.specs import open_store
+
+MEMORY_STORE_CAPABILITY = "memory-store"
+logger = logging.getLogger("animus_flows.plugins")
+
+
+async def find_memory_blocks(name: str | None = None) -> dict[str, str]:
+    """Saved block documents of memory-store block types: document name -> `slug/name`.
+
+    Reads the Prefect API; `name` narrows the search to one document name.
+    """
+    from prefect.client.orchestration import get_client
+
+    body: dict[str, Any] = {
+        "block_schemas": {"block_capabilities": {"all_": [MEMORY_STORE_CAPABILITY]}},
+        "include_secrets": False,
+    }
+    if name is not None:
+        body["block_documents"] = {"name": {"any_": [name]}}
+    async with get_client() as client:
+        response = await client.request("POST", "/block_documents/filter", json=body)  # type: ignore[arg-type]
+    return {doc["name"]: f"{doc['block_type']['slug']}/{doc['name']}" for doc in response.json()}
+
+
+async def load_block_store(slug_and_name: str) -> MemoryStore:
+    """The store of a saved memory-store block, e.g. `animus-zep-memory-store/memory-zep`."""
+    from prefect.blocks.core import Block
+
+    import animus_flows.blocks  # noqa: F401 - registers our block types for Block.aload
+
+    try:
+        block = await Block.aload(slug_and_name)
+    except ValueError as exc:
+        raise ConfigError(
+            f"no saved block {slug_and_name!r} ({exc}); create it in the Prefect UI or with "
+            "`Block.save(...)`, or fix the name"
+        ) from None
+    get_store = getattr(block, "get_store", None)
+    if get_store is None:
+        raise ConfigError(
+            f"block {slug_and_name!r} is a {type(block).__name__}, not a memory-store block; "
+            "use a block type with the memory-store capability"
+        )
+    return get_store()
 
 
 class PluginRegistry:
     """The memory stores a workflow file can reach, opened on first use."""
 
-    def __init__(self, workflow: WorkflowFile) -> None:
+    def __init__(self, workflow: WorkflowFile, *, use_blocks: bool = True) -> None:
         self.workflow = workflow
+        self.use_blocks = use_blocks
         self._open: dict[str, MemoryStore] = {}
+        self._missing: set[str] = set()
 
     def ids(self) -> list[str]:
         """Plugin ids declared in the file, in file order."""
@@ -26,39 +76,79 @@ class PluginRegistry:
     def has(self, plugin_id: str) -> bool:
         return plugin_id in self.workflow.stores
 
+    def register(self, plugin_id: str, store: MemoryStore) -> None:
+        """Make `store` answer for `plugin_id` in this registry (stores built in code)."""
+        self._open[plugin_id] = store
+        self._missing.discard(plugin_id)
+
     def get(self, plugin_id: str) -> MemoryStore | None:
-        """The store for `plugin_id`, or None when nothing matches."""
+        """The store for a file-declared, non-block `plugin_id`; None otherwise. No I/O."""
         if plugin_id in self._open:
             return self._open[plugin_id]
         spec = self.workflow.stores.get(plugin_id)
-        if spec is None:
+        if spec is None or isinstance(spec, BlockRef):
             return None
         store = self._open[plugin_id] = open_store(spec, self.workflow)
         return store
 
-    def choose(self, plugin_id: str | None) -> tuple[str, MemoryStore]:
+    async def resolve(self, plugin_id: str) -> MemoryStore | None:
+        """The store for `plugin_id`: the file's `stores:` first, then saved blocks by name.
+
+        None when nothing matches (the caller treats the binding as a no-op). A Prefect API
+        that cannot be reached counts as no match, with a warning.
+        """
+        store = self.get(plugin_id)
+        if store is not None or plugin_id in self._missing:
+            return store
+        spec = self.workflow.stores.get(plugin_id)
+        if isinstance(spec, BlockRef):
+            store = await load_block_store(spec.block)
+        elif self.use_blocks:
+            try:
+                found = await find_memory_blocks(plugin_id)
+            except Exception as exc:  # the API is optional for file stores; say so, go on
+                logger.warning("cannot list saved Prefect blocks for %r: %s", plugin_id, exc)
+                found = {}
+            if plugin_id in found:
+                store = await load_block_store(found[plugin_id])
+        if store is None:
+            self._missing.add(plugin_id)
+            return None
+        self._open[plugin_id] = store
+        return store
+
+    async def choose(self, plugin_id: str | None) -> tuple[str, MemoryStore]:
         """The store a command should use: `plugin_id`, or the only one there is.
 
-        Never picks silently between several stores.
+        Never picks silently between several stores: without `plugin_id`, the file's stores and
+        the saved memory-store blocks are counted, and more than one is an error. Blocks are
+        counted when a Prefect server is configured (PREFECT_API_URL): a command never starts
+        a temporary server just to count them.
         """
-        ids = self.ids()
         if plugin_id is None:
-            if len(ids) == 1:
-                plugin_id = ids[0]
-            elif not ids:
+            available = list(self.ids())
+            if self.use_blocks and os.environ.get("PREFECT_API_URL"):
+                try:
+                    available += [n for n in await find_memory_blocks() if n not in available]
+                except Exception as exc:
+                    logger.debug("no Prefect API to list blocks: %s", exc)
+            if len(available) > 1:
                 raise ConfigError(
-                    f"{self._where()} declares no stores; add one under stores: "
-                    "(e.g. `memory-local: {type: sqlite}`)"
+                    f"{len(available)} stores are available ({', '.join(available)}); "
+                    "choose one with --plugin"
                 )
-            else:
+            if not available:
                 raise ConfigError(
-                    f"{len(ids)} stores are available ({', '.join(ids)}); choose one with --plugin"
+                    f"{self._where()} declares no stores and no memory-store block is saved; "
+                    "add one under stores: (e.g. `memory-local: {type: sqlite}`)"
                 )
-        store = self.get(plugin_id)
+            plugin_id = available[0]
+        store = await self.resolve(plugin_id)
         if store is None:
             raise ConfigError(
                 f"unknown plugin {plugin_id!r}; {self._where()} declares "
-                f"{', '.join(ids) or 'no stores'}"
+                f"{', '.join(self.ids()) or 'no stores'} and no saved memory-store block has "
+                "that name"
             )
         return plugin_id, store
 
@@ -66,8 +156,11 @@ class PluginRegistry:
         return str(self.workflow.source) if self.workflow.source else "the workflow"
 
     async def aclose(self) -> None:
-        for store in self._open.values():
+        for plugin_id, store in list(self._open.items()):
             close = getattr(store, "aclose", None)
             if close is not None:
-                await close()
+                try:
+                    await close()
+                except StoreUnavailable as exc:
+                    logger.warning("closing %s failed: %s", plugin_id, exc)
         self._open.clear()

@@ -71,9 +71,13 @@ def test_ledger_tracks_phase_and_flow_caps():
     assert budget.used(category="memory") == 650
     assert [d.binding for d in budget.ledger] == [None, "market", "market"]
     assert budget.snapshot("plan") == {
-        "flow_tokens": 1000, "phase_tokens": 400, "used": 750, "remaining": 250,
-        "phase_used": 400, "phase_remaining": 0,
-    }  # fmt: skip
+        "flow_tokens": 1000,
+        "phase_tokens": 400,
+        "used": 750,
+        "remaining": 250,
+        "phase_used": 400,
+        "phase_remaining": 0,
+    }
     assert TokenBudget().remaining("any") is None
     with pytest.raises(ValueError):
         budget.deduct("plan", "memory", -1)
@@ -122,8 +126,9 @@ def test_cold_only_when_listed_and_after_warm():
 
 def test_a_zero_budget_injects_nothing():
     counter = COUNTERS["cl100k_base"]
-    result = pack([_cand("a", "k", "text", 1.0)], {"a": BindingCaps(1000)}, counter,
-                  flow_remaining=0)  # fmt: skip
+    result = pack(
+        [_cand("a", "k", "text", 1.0)], {"a": BindingCaps(1000)}, counter, flow_remaining=0
+    )
     assert result.text == "" and result.tokens == 0
     assert result.dropped[0].reason == "over the flow budget"
 

@@ -29,8 +29,19 @@ def main() -> None:
 
     asyncio.run(seed())
     animus("validate", str(HERE / "animus.yaml"))
-    animus("memory", "query", *WORKFLOW, "--scope", "agent", "--agent-id", "trade-analyst",
-           "--query", "EUR/USD range and ECB rates", "--top-k", "3")  # fmt: skip
+    animus(
+        "memory",
+        "query",
+        *WORKFLOW,
+        "--scope",
+        "agent",
+        "--agent-id",
+        "trade-analyst",
+        "--query",
+        "EUR/USD range and ECB rates",
+        "--top-k",
+        "3",
+    )
     animus("memory", "query", *WORKFLOW, "--scope", "project", "--query", "hedge ratio procedure")
     listed = json.loads(animus("memory", "list-scopes", *WORKFLOW, "--json"))
     print(f"{len(listed['scopes'])} scopes hold memories")

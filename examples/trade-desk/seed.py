@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 async def main() -> None:
     workflow = load_workflow(HERE / "animus.yaml")
     registry = PluginRegistry(workflow)
-    _, store = registry.choose("memory-local")
+    store = registry.get("memory-local")
     scopes = {
         "project": Scope(workflow.project_id),
         "agent": Scope(workflow.project_id, agent_id="trade-analyst"),

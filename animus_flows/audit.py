@@ -1,0 +1,114 @@
+"""Audit events for every memory operation, and the fan-out to wherever they are recorded.
+
+A `MemoryOpEvent` carries seed 000's fields plus `status` and `detail`. `AuditTrail` hands each
+event to its sinks (logs, Prefect events, artifacts, a JSONL file). Events hold ids, sizes and
+counts, never values, and `detail` passes through secret redaction before any sink sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from animus_flows.protocol import Scope
+from animus_flows.redaction import redact_text
+
+Op = Literal["query", "get", "put", "delete_scope", "list_scopes"]
+Status = Literal["ok", "timeout", "error", "unmatched", "denied"]
+
+logger = logging.getLogger("animus_flows.audit")
+
+
+@dataclass(frozen=True)
+class MemoryOpEvent:
+    """One memory operation, as a person debugging a run wants to see it."""
+
+    op: Op
+    plugin_id: str
+    binding: str | None
+    scope: dict[str, str | None] | None
+    phase_id: str | None = None
+    agent_id: str | None = None
+    task_id: str | None = None
+    bytes_in: int = 0
+    bytes_out: int = 0
+    tokens_deducted: int = 0
+    result_count: int = 0
+    latency_ms: float = 0.0
+    status: Status = "ok"
+    detail: str = ""
+    occurred: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    event: str = "memory_op"
+
+    @staticmethod
+    def scope_json(scope: Scope | None) -> dict[str, str | None] | None:
+        return None if scope is None else scope.to_json()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def log_line(self) -> str:
+        return json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True)
+
+
+class AuditSink(Protocol):
+    """Somewhere audit events go; `flush` runs at the end of a phase and of the run."""
+
+    def record(self, event: MemoryOpEvent) -> None: ...
+
+
+class AuditTrail:
+    """Collects a run's memory events and fans each out to the sinks."""
+
+    def __init__(self, sinks: Sequence[AuditSink] = ()) -> None:
+        self.sinks = list(sinks)
+        self._events: list[MemoryOpEvent] = []
+        self._lock = threading.Lock()
+
+    def record(self, event: MemoryOpEvent) -> MemoryOpEvent:
+        if event.detail:  # details quote store errors: never let a credential through
+            event = replace(event, detail=redact_text(event.detail))
+        with self._lock:
+            self._events.append(event)
+        for sink in self.sinks:
+            try:
+                sink.record(event)
+            except Exception:  # auditing must never fail the phase it describes
+                logger.exception("audit sink %s failed", type(sink).__name__)
+        return event
+
+    def events(self, phase_id: str | None = None) -> list[MemoryOpEvent]:
+        with self._lock:
+            return [e for e in self._events if phase_id is None or e.phase_id == phase_id]
+
+
+class JsonlSink:
+    """Appends one JSON line per event to a file (the YAML's `audit: {path: ...}`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def record(self, event: MemoryOpEvent) -> None:
+        line = event.log_line() + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+
+
+class LoggerSink:
+    """One structured line per event on a logger (the flow run's logger inside Prefect)."""
+
+    def __init__(self, log: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+        self.log = log
+
+    def record(self, event: MemoryOpEvent) -> None:
+        level = logging.INFO if event.status in ("ok", "unmatched") else logging.WARNING
+        self.log.log(level, "memory_op %s", event.log_line())

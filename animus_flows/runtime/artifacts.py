@@ -1,0 +1,117 @@
+"""What a person reads in the Prefect UI: artifact keys and their tables and markdown.
+
+Pure rendering; `runtime.sinks` sends the results to Prefect off the phase's critical path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from animus_flows.audit import MemoryOpEvent
+from animus_flows.budget import PackResult, TokenBudget
+from animus_flows.contract import MemoryContext
+
+MAX_KEY_LENGTH = 96
+
+
+def artifact_key(prefix: str, ident: str) -> str:
+    """`prefix-ident` with `ident` slugged to lowercase letters, digits and dashes.
+
+    Different ids that slug alike get a short hash suffix so their artifacts never collide.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", ident.lower()).strip("-")
+    if slug != ident:
+        slug = f"{slug}-{hashlib.sha1(ident.encode()).hexdigest()[:6]}".strip("-")
+    return f"{prefix}-{slug}"[:MAX_KEY_LENGTH].rstrip("-")
+
+
+OPS_COLUMNS = (
+    "op",
+    "status",
+    "binding",
+    "plugin_id",
+    "scope",
+    "result_count",
+    "tokens_deducted",
+    "latency_ms",
+    "bytes_in",
+    "bytes_out",
+    "detail",
+)
+
+
+def ops_table(events: list[MemoryOpEvent]) -> list[dict[str, Any]]:
+    rows = []
+    for event in events:
+        row = event.to_json()
+        scope = row["scope"] or {}
+        row["scope"] = "/".join(f"{k.removesuffix('_id')}={v}" for k, v in scope.items() if v)
+        rows.append({column: row[column] for column in OPS_COLUMNS})
+    return rows
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def context_markdown(phase_id: str, context: MemoryContext, pack: PackResult | None) -> str:
+    """What was injected into a phase, with scores and tokens, and what was left out."""
+    lines = [f"# Memory context for phase `{phase_id}`", ""]
+    if not context.items:
+        why = ""
+        if pack is not None and pack.dropped:
+            reasons = sorted({d.reason for d in pack.dropped})
+            why = f" ({'; '.join(reasons)})"
+        lines += [f"Nothing was injected{why}.", ""]
+    else:
+        lines += [
+            f"{len(context.items)} item(s), {context.tokens} tokens.",
+            "",
+            "| binding | key | tier | score | tokens |",
+            "| --- | --- | --- | ---: | ---: |",
+        ]
+        lines += [
+            f"| {_cell(i.binding)} | {_cell(i.key)} | {i.tier or ''} | {i.score:.3f} | {i.tokens} |"
+            for i in context.items
+        ]
+        lines += [
+            "",
+            "## Exact text handed to the runner",
+            "",
+            "```text",
+            context.text.rstrip("\n"),
+            "```",
+            "",
+        ]
+    if pack is not None and pack.dropped:
+        lines += ["## Left out", "", "| binding | key | reason |", "| --- | --- | --- |"]
+        lines += [
+            f"| {_cell(d.candidate.binding)} | {_cell(d.candidate.key)} | {d.reason} |"
+            for d in pack.dropped
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def budget_markdown(workflow: str, budget: TokenBudget) -> str:
+    """The ledger of every deduction in the flow run."""
+
+    def cap(value: int | None) -> str:
+        return "no cap" if value is None else str(value)
+
+    lines = [
+        f"# Token budget for workflow `{workflow}`",
+        "",
+        f"Flow budget: {cap(budget.flow_tokens)}; per phase: {cap(budget.phase_tokens)}; "
+        f"used: {budget.used()}; remaining: {cap(budget.flow_remaining())}.",
+        "",
+        "| # | phase | category | binding | tokens | note |",
+        "| ---: | --- | --- | --- | ---: | --- |",
+    ]
+    for index, entry in enumerate(budget.ledger, start=1):
+        lines.append(
+            f"| {index} | {_cell(entry.phase_id)} | {entry.category} | "
+            f"{_cell(entry.binding or '')} | {entry.tokens} | {_cell(entry.note)} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,284 @@
+"""Run a workflow's phases: build each contract, run the hook chain and the runner, audit.
+
+This is the body of the Prefect flow and of each phase task; `runtime.flows` wraps it. All
+enforcement happens here, in the task body, never in Prefect state hooks (Prefect swallows
+their exceptions).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from animus_flows.audit import AuditSink, AuditTrail, JsonlSink
+from animus_flows.budget import TokenBudget, TokenCounter
+from animus_flows.config.models import CommandRunner, PhaseConfig, WorkflowFile
+from animus_flows.contract import MemoryContext, RuntimeContract
+from animus_flows.errors import ConfigError
+from animus_flows.hooks import BUILTIN_HOOKS
+from animus_flows.hooks.memory_bindings import PACK_STATE_KEY
+from animus_flows.phase import PhaseContext
+from animus_flows.plugins import PluginRegistry
+from animus_flows.runtime.artifacts import (
+    artifact_key,
+    budget_markdown,
+    context_markdown,
+    ops_table,
+)
+from animus_flows.runtime.loading import import_callable
+from animus_flows.runtime.runners import PhaseFailed, call_python_runner, run_command_runner
+from animus_flows.runtime.sinks import ArtifactWriter
+
+logger = logging.getLogger("animus_flows.runtime")
+Hook = Callable[[PhaseContext], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class CompiledWorkflow:
+    """A workflow with every hook and runner imported: import errors surface before phase 1."""
+
+    workflow: WorkflowFile
+    name: str
+    pre_hooks: list[tuple[str, Hook]]
+    post_hooks: list[tuple[str, Hook]]
+    runners: dict[str, Callable[..., Any] | CommandRunner]
+
+    @property
+    def phases(self) -> list[PhaseConfig]:
+        return self.workflow.workflows[self.name].phases
+
+
+def pick_workflow(workflow: WorkflowFile, name: str | None) -> str:
+    names = list(workflow.workflows)
+    if name is None:
+        if len(names) == 1:
+            return names[0]
+        raise ConfigError(
+            f"{workflow.source or 'the file'} defines {len(names)} workflows "
+            f"({', '.join(names) or 'none'}); choose one with --workflow NAME"
+        )
+    if name not in workflow.workflows:
+        raise ConfigError(
+            f"no workflow {name!r} in {workflow.source or 'the file'}; "
+            f"it defines {', '.join(names) or 'none'}"
+        )
+    return name
+
+
+def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> CompiledWorkflow:
+    """Check and import everything a run needs; raises ConfigError naming what is wrong."""
+    name = pick_workflow(workflow, name)
+    hooks = workflow.workflows[name].hooks
+
+    def load(stage: str, names: list[str]) -> list[tuple[str, Hook]]:
+        return [
+            (
+                hook,
+                BUILTIN_HOOKS[hook]
+                if hook in BUILTIN_HOOKS
+                else import_callable(hook, workflow.base_dir, what=f"{stage} hook"),
+            )
+            for hook in names
+        ]
+
+    runners: dict[str, Callable[..., Any] | CommandRunner] = {}
+    for phase in workflow.workflows[name].phases:
+        spec = workflow.agents[phase.agent].runner
+        if phase.agent not in runners:
+            runners[phase.agent] = (
+                spec
+                if isinstance(spec, CommandRunner)
+                else import_callable(
+                    spec, workflow.base_dir, what=f"runner of agent {phase.agent!r}"
+                )
+            )
+    return CompiledWorkflow(
+        workflow,
+        name,
+        load("pre_phase", hooks.pre_phase),
+        load("post_phase", hooks.post_phase),
+        runners,
+    )
+
+
+@dataclass
+class PhaseResult:
+    id: str
+    agent: str
+    output: Any
+    memory_context: MemoryContext
+    duration_ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        context = self.memory_context
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "output": self.output,
+            "memory_context": {
+                "items": [
+                    {"binding": i.binding, "key": i.key, "score": i.score, "tokens": i.tokens}
+                    for i in context.items
+                ],
+                "tokens": context.tokens,
+                "text": context.text,
+            },
+        }
+
+
+@dataclass
+class RunState:
+    """One flow run's shared services: budget ledger, counter, audit trail, stores, artifacts."""
+
+    compiled: CompiledWorkflow
+    task_id: str | None
+    flow_run_id: str | None
+    budget: TokenBudget
+    counter: TokenCounter
+    audit: AuditTrail
+    plugins: PluginRegistry
+    artifacts: ArtifactWriter | None = None
+    results: list[PhaseResult] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls,
+        compiled: CompiledWorkflow,
+        task_id: str | None,
+        flow_run_id: str | None,
+        sinks: list[AuditSink],
+        artifacts: ArtifactWriter | None,
+    ) -> RunState:
+        workflow = compiled.workflow
+        if workflow.audit.path:
+            sinks = [*sinks, JsonlSink(workflow.resolve_path(workflow.audit.path))]
+        return cls(
+            compiled=compiled,
+            task_id=task_id,
+            flow_run_id=flow_run_id,
+            budget=TokenBudget(workflow.budget.flow_tokens, workflow.budget.phase_tokens),
+            counter=TokenCounter(workflow.budget.encoding),
+            audit=AuditTrail(sinks),
+            plugins=PluginRegistry(workflow),
+            artifacts=artifacts,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The `animus run --json` document."""
+        return {
+            "flow_run_id": self.flow_run_id,
+            "workflow": self.compiled.name,
+            "phases": [result.to_json() for result in self.results],
+            "budget": {
+                "flow_tokens": self.budget.flow_tokens,
+                "used": self.budget.used(),
+                "remaining": self.budget.flow_remaining(),
+            },
+        }
+
+
+def render_prompt(template: str, fields: dict[str, str]) -> str:
+    return template.format(**fields)
+
+
+async def _call_hook(stage: str, name: str, hook: Hook, ctx: PhaseContext) -> None:
+    try:
+        result = hook(ctx)
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:
+        raise PhaseFailed(
+            f"{stage} hook {name!r} failed in phase {ctx.phase.id!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
+    """One phase: contract, pre-phase hooks, runner, post-phase hooks, audit artifacts."""
+    started = time.perf_counter()
+    compiled, workflow = state.compiled, state.compiled.workflow
+    fields = {
+        "project_id": workflow.project_id,
+        "agent_id": phase.agent,
+        "task_id": state.task_id or "",
+        "phase_id": phase.id,
+    }
+    contract = RuntimeContract(
+        project_id=workflow.project_id,
+        workflow=compiled.name,
+        phase_id=phase.id,
+        agent_id=phase.agent,
+        task_id=state.task_id,
+        flow_run_id=state.flow_run_id,
+        prompt=render_prompt(phase.prompt, fields),
+    )
+    state.budget.deduct(phase.id, "prompt", state.counter.count(contract.prompt))
+    contract.budget = state.budget.snapshot(phase.id)
+    ctx = PhaseContext(
+        workflow,
+        compiled.name,
+        phase,
+        workflow.agents[phase.agent],
+        contract,
+        state.budget,
+        state.counter,
+        state.audit,
+        state.plugins,
+    )
+    for name, hook in compiled.pre_hooks:
+        await _call_hook("pre_phase", name, hook, ctx)
+    runner = compiled.runners[phase.agent]
+    if isinstance(runner, CommandRunner):
+        ctx.output = await run_command_runner(runner, contract, workflow.base_dir)
+    else:
+        ctx.output = await call_python_runner(
+            runner, str(workflow.agents[phase.agent].runner), contract
+        )
+    for name, hook in compiled.post_hooks:
+        await _call_hook("post_phase", name, hook, ctx)
+    result = PhaseResult(
+        phase.id,
+        phase.agent,
+        ctx.output,
+        contract.memory_context,
+        round((time.perf_counter() - started) * 1000, 3),
+    )
+    state.results.append(result)
+    if state.artifacts is not None:
+        events = state.audit.events(phase.id)
+        state.artifacts.table(
+            artifact_key("memory-ops", phase.id),
+            ops_table(events),
+            f"Memory operations of phase {phase.id}",
+        )
+        state.artifacts.markdown(
+            artifact_key("memory-context", phase.id),
+            context_markdown(phase.id, contract.memory_context, ctx.state.get(PACK_STATE_KEY)),
+            f"What phase {phase.id} received from memory",
+        )
+    return result
+
+
+def finish_run(state: RunState) -> None:
+    """Queue the flow run's budget ledger artifact."""
+    if state.artifacts is not None:
+        state.artifacts.markdown(
+            artifact_key("token-budget", state.compiled.name),
+            budget_markdown(state.compiled.name, state.budget),
+            f"Token budget ledger of workflow {state.compiled.name}",
+        )
+
+
+def resolve_source(source: str | Path, caller_file: str | None) -> Path:
+    """A workflow path; relative ones resolve against the calling module's folder when they
+    exist there (so `flows.py` next to its YAML works from any working folder)."""
+    path = Path(source)
+    if not path.is_absolute() and caller_file:
+        beside = Path(caller_file).resolve().parent / path
+        if beside.exists():
+            return beside
+    return path

@@ -1,0 +1,108 @@
+"""Workflows as Prefect flows: a flow per workflow, a task per phase, named so the UI reads
+like the workflow file."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from pathlib import Path
+from typing import Any
+
+from prefect import Flow, flow, get_run_logger, task
+from prefect.cache_policies import NONE
+from prefect.context import FlowRunContext
+
+from animus_flows.audit import LoggerSink
+from animus_flows.config.loader import load_workflow, workflow_warnings
+from animus_flows.config.models import PhaseConfig, WorkflowFile
+from animus_flows.runtime.engine import (
+    CompiledWorkflow,
+    RunState,
+    compile_workflow,
+    finish_run,
+    resolve_source,
+    run_phase,
+)
+from animus_flows.runtime.sinks import ArtifactWriter, PrefectEventSink
+
+logger = logging.getLogger("animus_flows.runtime")
+
+
+def _phase_task(state: RunState, phase: PhaseConfig) -> Any:
+    async def run() -> dict[str, Any]:
+        return (await run_phase(state, phase)).to_json()
+
+    run.__name__ = run.__qualname__ = f"phase_{phase.id}".replace("-", "_").replace(".", "_")
+    return task(
+        run,
+        name=phase.id,
+        task_run_name=phase.id,
+        cache_policy=NONE,
+        persist_result=False,
+        description=f"Phase {phase.id} (agent {phase.agent})",
+    )
+
+
+async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, Any]:
+    """Run every phase of `compiled` inside the current flow run; returns the run summary."""
+    context = FlowRunContext.get()
+    flow_run_id = str(context.flow_run.id) if context and context.flow_run else None
+    log = get_run_logger()
+    for warning in workflow_warnings(compiled.workflow):
+        log.warning("%s", warning)
+    artifacts = ArtifactWriter()
+    sinks = [LoggerSink(log), PrefectEventSink(flow_run_id, compiled.name)]
+    state = RunState.start(compiled, task_id or None, flow_run_id, sinks, artifacts)
+    try:
+        for phase in compiled.phases:
+            await _phase_task(state, phase)()
+        finish_run(state)
+    finally:
+        await artifacts.drain()
+        await state.plugins.aclose()
+    return state.summary()
+
+
+def workflow_flow(source: str | Path | WorkflowFile, name: str | None = None) -> Flow[..., Any]:
+    """A Prefect flow that runs workflow `name` of a workflow file, a task per phase.
+
+    Relative paths resolve against the calling module's folder first, so a `flows.py` beside
+    its YAML deploys from any working folder. Hooks and runners are imported now: a typo fails
+    here, not at phase 3. The flow takes one parameter, `task_id`.
+
+    Example:
+        ```python
+        import asyncio
+        from animus_flows import workflow_flow
+
+        research = workflow_flow("animus.yaml", "research")
+        summary = asyncio.run(research(task_id="RES-001"))
+        ```
+    """
+    if isinstance(source, WorkflowFile):
+        workflow = source
+    else:
+        caller = inspect.stack()[1].filename
+        workflow = load_workflow(resolve_source(source, caller))
+    compiled = compile_workflow(workflow, name)
+    for warning in workflow_warnings(workflow):
+        logger.warning("%s", warning)
+    return build_flow(compiled)
+
+
+def build_flow(compiled: CompiledWorkflow) -> Flow[..., Any]:
+    """The Prefect flow of a compiled workflow (`workflow_flow` without loading or warnings)."""
+
+    async def run(task_id: str | None = None) -> dict[str, Any]:
+        return await execute(compiled, task_id)
+
+    run.__name__ = run.__qualname__ = compiled.name.replace("-", "_").replace(".", "_")
+    return flow(
+        run,
+        name=compiled.name,
+        description=f"Workflow {compiled.name} of project {compiled.workflow.project_id} "
+        f"({len(compiled.phases)} phases).",
+        persist_result=False,
+        validate_parameters=True,
+        log_prints=False,
+    )

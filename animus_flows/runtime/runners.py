@@ -1,0 +1,111 @@
+"""Run a phase's runner: a Python callable, or a command that gets the contract as a file."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import signal
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from animus_flows.config.models import CommandRunner
+from animus_flows.contract import RuntimeContract
+from animus_flows.errors import AnimusError
+
+STDERR_TAIL_CHARS = 2000
+
+
+class PhaseFailed(AnimusError):
+    """A phase's hook or runner failed; the flow run stops there."""
+
+
+async def call_python_runner(
+    runner: Callable[..., Any], name: str, contract: RuntimeContract
+) -> Any:
+    """Call `runner(contract)`; a sync runner runs in a thread so the event loop stays free."""
+    try:
+        if inspect.iscoroutinefunction(runner):
+            return await runner(contract)
+        result = await asyncio.to_thread(runner, contract)
+        return await result if inspect.isawaitable(result) else result
+    except PhaseFailed:
+        raise
+    except Exception as exc:
+        raise PhaseFailed(
+            f"runner {name!r} failed in phase {contract.phase_id!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def command_files(contract: RuntimeContract, folder: Path) -> dict[str, Path]:
+    """Write the contract (and the MCP server list) where a command runner can read them."""
+    contract_path = folder / "contract.json"
+    contract_path.write_text(contract.model_dump_json(indent=2), encoding="utf-8")
+    mcp_path = folder / "mcp.json"
+    mcp_path.write_text(
+        json.dumps({"mcpServers": contract.mcp_servers}, indent=2), encoding="utf-8"
+    )
+    return {"contract_path": contract_path, "mcp_config_path": mcp_path}
+
+
+async def run_command_runner(spec: CommandRunner, contract: RuntimeContract, cwd: Path) -> str:
+    """Spawn the agent process; its stdout is the phase output.
+
+    `{contract_path}` and `{mcp_config_path}` in the command are replaced by files holding the
+    contract and `{"mcpServers": ...}`; both paths are also in ANIMUS_CONTRACT and
+    ANIMUS_MCP_CONFIG. A timeout kills the whole process group; a non-zero exit fails the
+    phase with the tail of stderr.
+    """
+    with tempfile.TemporaryDirectory(prefix="animus-phase-") as folder:
+        files = command_files(contract, Path(folder))
+        argv = [part.format(**{k: str(v) for k, v in files.items()}) for part in spec.command]
+        env = {
+            **os.environ,
+            **spec.env,
+            "ANIMUS_CONTRACT": str(files["contract_path"]),
+            "ANIMUS_MCP_CONFIG": str(files["mcp_config_path"]),
+        }
+        name = spec.command[0]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise PhaseFailed(
+                f"runner command {name!r} cannot start ({exc.strerror}); check `command:`"
+            ) from None
+        try:
+            async with asyncio.timeout(spec.timeout_s):
+                stdout, stderr = await process.communicate()
+        except TimeoutError:
+            _kill_group(process)
+            await process.wait()
+            raise PhaseFailed(
+                f"runner command {name!r} did not finish within timeout_s {spec.timeout_s:g} "
+                f"in phase {contract.phase_id!r}; it was killed"
+            ) from None
+        except asyncio.CancelledError:
+            _kill_group(process)
+            raise
+    if process.returncode != 0:
+        tail = stderr.decode("utf-8", "replace").strip()[-STDERR_TAIL_CHARS:]
+        raise PhaseFailed(
+            f"runner command {name!r} exited with code {process.returncode} in phase "
+            f"{contract.phase_id!r}: {tail or '(no stderr)'}"
+        )
+    return stdout.decode("utf-8", "replace").rstrip("\n")
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)

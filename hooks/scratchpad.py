@@ -1,0 +1,43 @@
+"""The `scratchpad` pre-phase hook: hand a memory-capable agent its scratchpad.
+
+Puts the current text on `contract.scratchpad` (counted against the phase budget under its own
+category) and, for agents with `memory.enabled`, registers the `animus mcp scratchpad` server
+in `contract.mcp_servers` so the agent can read and write it while it works.
+"""
+
+from __future__ import annotations
+
+from animus_flows.contract import ScratchpadView
+from animus_flows.phase import PhaseContext
+from animus_flows.runtime_paths import runtime_root
+from animus_flows.scratchpad import Scratchpad
+
+SERVER_NAME = "animus-scratchpad"
+
+
+async def scratchpad(ctx: PhaseContext) -> None:
+    """Inject the agent's scratchpad (the built-in pre-phase hook)."""
+    memory = ctx.agent.memory
+    if not memory.enabled:
+        return
+    scope = memory.scope or ctx.contract.agent_id
+    pad = Scratchpad(
+        runtime_root(ctx.workflow), ctx.contract.project_id, scope, memory.max_context_chars
+    )
+    state = pad.read()
+    tokens = ctx.counter.count(state.text) if state.text else 0
+    remaining = ctx.budget.remaining(ctx.phase.id)
+    text = state.text
+    if remaining is not None and tokens > remaining:
+        # Too big for what the phase has left: the agent still reaches it over MCP.
+        text, tokens = "", 0
+    if tokens:
+        ctx.budget.deduct(ctx.phase.id, "scratchpad", tokens, note=scope)
+    ctx.contract.scratchpad = ScratchpadView(
+        scope=scope,
+        text=text,
+        chars_current=state.chars_current,
+        chars_limit=state.chars_limit,
+        tokens=tokens,
+    )
+    ctx.contract.budget = ctx.budget.snapshot(ctx.phase.id)

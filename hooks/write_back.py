@@ -1,0 +1,82 @@
+"""The `write_back` post-phase hook: keep the phase's output as an episodic memory.
+
+Writes through every binding of the phase's agent and workflow that has `write: true` and a
+resolvable plugin; read-only bindings are never written. Each write is audited as op `put`; a
+failing store degrades (audited `error` or `timeout`) without failing the phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from animus_flows.audit import MemoryOpEvent
+from animus_flows.errors import AnimusError
+from animus_flows.phase import PhaseContext
+from animus_flows.protocol import canonical_json
+from animus_flows.redaction import redact_value
+
+#: Writes get at least this long, whatever a binding's read deadline says.
+MIN_WRITE_TIMEOUT_MS = 2000
+
+
+def output_text(output: object) -> str:
+    return output if isinstance(output, str) else canonical_json(output)
+
+
+async def write_back(ctx: PhaseContext) -> None:
+    """Store `ctx.output` through the phase's writable bindings."""
+    if ctx.output is None:
+        return
+    contract = ctx.contract
+    value, redaction = redact_value({"content": output_text(ctx.output)})
+    key = f"phase-output/{contract.workflow}/{contract.phase_id}/{contract.flow_run_id or 'local'}"
+    metadata = {
+        "memory_type": "episodic",
+        "tier": "warm",
+        "source": "phase-output",
+        "provenance": "flow-run",
+        "agent": contract.agent_id,
+        "workflow": contract.workflow,
+        "phase_id": contract.phase_id,
+        "task_id": contract.task_id,
+        "flow_run_id": contract.flow_run_id,
+        **redaction,
+    }
+    for binding in ctx.bindings:
+        if not binding.write:
+            continue
+        scope = None
+        status, detail, started = "ok", "", time.perf_counter()
+        try:
+            scope = ctx.scope_for(binding)
+            store = await ctx.plugins.resolve(binding.plugin)
+            if store is None:
+                status, detail = "unmatched", f"no store or saved block named {binding.plugin!r}"
+            else:
+                timeout = max(binding.timeout_ms, MIN_WRITE_TIMEOUT_MS) / 1000
+                async with asyncio.timeout(timeout):
+                    await store.put(scope, key, value, metadata=metadata)
+                detail = f"stored {key}"
+        except TimeoutError:
+            status, detail = "timeout", f"no answer within {timeout * 1000:.0f} ms"
+        except (AnimusError, ValueError) as exc:
+            status, detail = "error", str(exc)
+        except Exception as exc:  # a broken plugin must not fail the phase that produced output
+            status, detail = "error", f"{type(exc).__name__}: {exc}"
+        ctx.audit.record(
+            MemoryOpEvent(
+                op="put",
+                plugin_id=binding.plugin,
+                binding=binding.binding,
+                scope=MemoryOpEvent.scope_json(scope),
+                phase_id=contract.phase_id,
+                agent_id=contract.agent_id,
+                task_id=contract.task_id,
+                bytes_in=len(canonical_json(value).encode()),
+                result_count=1 if status == "ok" else 0,
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                status=status,  # type: ignore[arg-type]
+                detail=detail,
+            )
+        )

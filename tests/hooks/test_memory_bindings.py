@@ -1,0 +1,235 @@
+"""The memory_bindings hook, in-process: resolution, degradation, egress, disclosure, budgets."""
+
+import asyncio
+import time
+
+import pytest
+from animus_flows.hooks import memory_bindings
+from helpers import COUNTER, phase_context, write_workflow
+
+from animus_flows.budget import TokenBudget
+from animus_flows.protocol import Capabilities, Scope
+from animus_flows.stores import BaseStore, SQLiteStore
+
+WORKFLOW = """
+version: 1
+project: desk
+stores:
+  local: {type: sqlite, path: memory.db}
+budget: {flow_tokens: 5000, phase_tokens: 3000}
+agents:
+  analyst:
+    memory_bindings:
+      - plugin: local
+        binding: market
+        scope: {kind: agent}
+        top_k: 8
+        budget_tokens: 400
+        inject_when: {phases: [research]}
+workflows:
+  research:
+    memory_bindings:
+      - plugin: local
+        binding: playbook
+        top_k: 5
+        budget_tokens: 300
+        memory_types: [procedural]
+      - plugin: missing-plugin
+        binding: wiki
+    phases:
+      - {id: research, agent: analyst, prompt: "EUR/USD rates hedging for {task_id}"}
+      - {id: act, agent: analyst, prompt: "EUR/USD act"}
+"""
+
+
+async def seed(workflow, items):
+    store = SQLiteStore(workflow.resolve_path("memory.db"))
+    for scope, key, text, metadata in items:
+        await store.put(scope, key, {"content": text}, metadata=metadata)
+    await store.aclose()
+
+
+@pytest.fixture
+async def workflow(tmp_path):
+    wf = write_workflow(tmp_path, WORKFLOW)
+    agent, project = Scope("desk", agent_id="analyst"), Scope("desk")
+    await seed(
+        wf,
+        [
+            (agent, "hot-fx", "EUR/USD hot range note", {"tier": "hot"}),
+            (agent, "warm-rates", "rates and EUR/USD warm note", {"tier": "warm"}),
+            (agent, "untiered", "EUR/USD note without a tier", {}),
+            (agent, "cold-old", "EUR/USD cold archive", {"tier": "cold"}),
+            (
+                agent,
+                "secret-client",
+                "EUR/USD client position",
+                {"tier": "hot", "sensitivity": "confidential"},
+            ),
+            (agent, "typo-sensitivity", "EUR/USD typo", {"sensitivity": "pubic"}),
+            (
+                Scope("desk", agent_id="other-agent"),
+                "other",
+                "EUR/USD other agent",
+                {"tier": "hot"},
+            ),
+            (project, "proc-hedge", "hedging procedure for EUR/USD", {"memory_type": "procedural"}),
+            (project, "fact-hedge", "hedging fact about EUR/USD", {"memory_type": "semantic"}),
+        ],
+    )
+    return wf
+
+
+def events_by_binding(ctx):
+    return {event.binding: event for event in ctx.audit.events()}
+
+
+async def test_injects_only_public_items_hot_first_from_own_and_shared_scopes(workflow):
+    ctx = phase_context(workflow, "research", "research")
+    await memory_bindings(ctx)
+    items = ctx.contract.memory_context.items
+    keys = [item.key for item in items]
+    assert set(keys) == {"hot-fx", "warm-rates", "untiered", "proc-hedge"}
+    assert keys[0] == "hot-fx"  # HOT before any WARM
+    assert [i.tier for i in items] == sorted((i.tier for i in items), key=["hot", "warm"].index)
+    text = ctx.contract.memory_context.text
+    assert "client position" not in text and "other agent" not in text and "cold" not in text
+    assert ctx.contract.memory_context.tokens == COUNTER.count(text)
+    events = events_by_binding(ctx)
+    assert events["market"].status == "ok" and events["market"].op == "query"
+    assert events["market"].scope == {"project_id": "desk", "agent_id": "analyst", "task_id": None}
+    assert events["playbook"].result_count == 1  # memory_types filter: procedural only
+    assert events["wiki"].status == "unmatched"
+    market_tokens = sum(i.tokens for i in items if i.binding == "market")
+    assert events["market"].tokens_deducted == market_tokens
+    assert ctx.budget.used("research", "memory") == ctx.contract.memory_context.tokens
+
+
+async def test_inject_when_limits_agent_bindings_to_listed_phases(workflow):
+    ctx = phase_context(workflow, "research", "act")
+    await memory_bindings(ctx)
+    assert {e.binding for e in ctx.audit.events()} == {"playbook", "wiki"}
+
+
+async def test_cold_is_disclosed_only_when_listed(workflow):
+    text = WORKFLOW.replace(
+        "inject_when: {phases: [research]}",
+        "inject_when: {phases: [research]}\n        tiers: [hot, warm, cold]",
+    )
+    wf = write_workflow(workflow.base_dir, text, "cold.yaml")
+    ctx = phase_context(wf, "research", "research")
+    await memory_bindings(ctx)
+    market = [item for item in ctx.contract.memory_context.items if item.binding == "market"]
+    assert market[-1].key == "cold-old" and market[-1].tier == "cold"
+
+
+async def test_budgets_cap_the_injected_text(workflow):
+    budget = TokenBudget(flow_tokens=5000, phase_tokens=40)
+    ctx = phase_context(workflow, "research", "research", budget=budget)
+    budget.deduct("research", "prompt", 10)
+    await memory_bindings(ctx)
+    assert ctx.contract.memory_context.tokens <= 30
+    assert budget.used("research") <= 40
+    assert "over the phase budget" in events_by_binding(ctx)["market"].detail
+
+
+async def test_a_spent_flow_budget_injects_nothing_and_says_so(workflow):
+    budget = TokenBudget(flow_tokens=0)
+    ctx = phase_context(workflow, "research", "research", budget=budget)
+    await memory_bindings(ctx)
+    assert ctx.contract.memory_context.items == [] and ctx.contract.memory_context.text == ""
+    assert "over the flow budget" in events_by_binding(ctx)["market"].detail
+
+
+class SlowStore(BaseStore):
+    capabilities = Capabilities(False, False, True, 50)
+
+    def __init__(self, delay: float = 30.0, fail: Exception | None = None) -> None:
+        self.delay, self.fail = delay, fail
+
+    async def _query(self, scope, text, top_k, filters):
+        if self.fail is not None:
+            raise self.fail
+        await asyncio.sleep(self.delay)
+        return []
+
+    async def _put(self, *args):
+        raise NotImplementedError
+
+    _get = _list_scopes = _delete_scope = _put
+
+
+@pytest.mark.parametrize(
+    "store,status,detail",
+    [
+        (SlowStore(delay=30), "timeout", "no answer within timeout_ms 100"),
+        (SlowStore(fail=RuntimeError("plugin exploded")), "error", "RuntimeError: plugin exploded"),
+    ],
+)
+async def test_a_hanging_or_failing_store_degrades_only_its_binding(
+    workflow, store, status, detail
+):
+    text = WORKFLOW.replace(
+        "- plugin: missing-plugin\n        binding: wiki",
+        "- plugin: flaky\n        binding: wiki\n        timeout_ms: 100",
+    )
+    wf = write_workflow(workflow.base_dir, text, "flaky.yaml")
+    ctx = phase_context(wf, "research", "research")
+    ctx.plugins.register("flaky", store)
+    started = time.perf_counter()
+    await memory_bindings(ctx)
+    assert time.perf_counter() - started < 2.0
+    events = events_by_binding(ctx)
+    assert events["wiki"].status == status and detail in events["wiki"].detail
+    assert events["market"].status == "ok"
+    assert ctx.contract.memory_context.items
+
+
+async def test_top_k_is_clamped_to_the_store_and_audited(workflow):
+    text = WORKFLOW.replace(
+        "- plugin: missing-plugin\n        binding: wiki",
+        "- plugin: small\n        binding: wiki\n        top_k: 500",
+    )
+    wf = write_workflow(workflow.base_dir, text, "small.yaml")
+    ctx = phase_context(wf, "research", "research")
+    ctx.plugins.register("small", SlowStore(delay=0))
+    await memory_bindings(ctx)
+    assert "top_k 500 clamped to 50" in events_by_binding(ctx)["wiki"].detail
+
+
+async def test_key_strategy_gets_the_templated_key(workflow):
+    text = WORKFLOW.replace(
+        "- plugin: missing-plugin\n        binding: wiki",
+        "- plugin: local\n        binding: brief\n        scope: {kind: task}\n"
+        '        query_strategy: key\n        key: "{task_id}/brief"',
+    )
+    wf = write_workflow(workflow.base_dir, text, "key.yaml")
+    await seed(wf, [(Scope("desk", task_id="T-9"), "T-9/brief", "the brief for T-9", {})])
+    ctx = phase_context(wf, "research", "research", task_id="T-9")
+    await memory_bindings(ctx)
+    brief = [i for i in ctx.contract.memory_context.items if i.binding == "brief"]
+    assert [(i.key, i.score) for i in brief] == [("T-9/brief", 1.0)]
+    assert events_by_binding(ctx)["brief"].op == "get"
+
+
+async def test_a_task_binding_without_a_task_id_is_an_audited_error(workflow):
+    text = WORKFLOW.replace(
+        "- plugin: missing-plugin\n        binding: wiki",
+        "- plugin: local\n        binding: per-task\n        scope: {kind: task}",
+    )
+    wf = write_workflow(workflow.base_dir, text, "task.yaml")
+    ctx = phase_context(wf, "research", "research", task_id=None)
+    await memory_bindings(ctx)
+    event = events_by_binding(ctx)["per-task"]
+    assert event.status == "error" and "no task_id" in event.detail
+
+
+async def test_read_false_and_strategy_none_are_not_queried(workflow):
+    text = WORKFLOW.replace("top_k: 5\n", "top_k: 5\n        read: false\n").replace(
+        "- plugin: missing-plugin\n        binding: wiki",
+        "- plugin: local\n        binding: by-mcp\n        query_strategy: none",
+    )
+    wf = write_workflow(workflow.base_dir, text, "none.yaml")
+    ctx = phase_context(wf, "research", "research")
+    await memory_bindings(ctx)
+    assert {e.binding for e in ctx.audit.events()} == {"market"}

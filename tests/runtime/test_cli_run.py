@@ -1,0 +1,114 @@
+"""`animus run` and `animus preflight`: in-process and as real subprocesses."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from animus_flows.cli import app
+from animus_flows.protocol import Scope
+from animus_flows.stores import SQLiteStore, SyncStore
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+WORKFLOW = """\
+version: 1
+project: desk
+stores:
+  local: {type: sqlite, path: memory.db}
+budget: {flow_tokens: 2000}
+agents:
+  analyst:
+    memory_bindings:
+      - {plugin: local, binding: market, scope: {kind: agent}}
+      - {plugin: nowhere, binding: wiki}
+workflows:
+  research:
+    phases:
+      - {id: research, agent: analyst, prompt: "EUR/USD research for {task_id}"}
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "animus.yaml").write_text(WORKFLOW)
+    with SyncStore(SQLiteStore(tmp_path / "memory.db")) as store:
+        store.put(Scope("desk", agent_id="analyst"), "fx", "EUR/USD ranges 1.07-1.10")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_run_json_prints_exactly_the_summary(project):
+    result = CliRunner().invoke(app, ["run", "animus.yaml", "--task-id", "RES-1", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["workflow"] == "research"
+    assert summary["phases"][0]["memory_context"]["items"][0]["key"] == "fx"
+    assert summary["budget"]["flow_tokens"] == 2000
+    assert "plugin 'nowhere' is not under stores:" in result.stderr
+
+
+def test_run_text_shows_what_each_phase_received(project):
+    result = CliRunner().invoke(app, ["run", "animus.yaml", "--task-id", "RES-2"])
+    assert result.exit_code == 0, result.output
+    assert "== phase research (agent analyst): 1 memories" in result.stdout
+    assert "market/fx" in result.stdout and "budget:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args,code,message",
+    [
+        (["run", "nope.yaml"], 2, "nope.yaml: no such file"),
+        (["run", "animus.yaml", "--workflow", "other"], 2, "no workflow 'other'"),
+    ],
+)
+def test_run_usage_errors(project, args, code, message):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == code and message in result.stderr
+
+
+def test_preflight_json_lists_matched_and_unmatched_bindings(project):
+    result = CliRunner().invoke(app, ["preflight", "animus.yaml", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["stores"][0]["plugin_id"] == "local" and report["stores"][0]["reachable"]
+    assert report["stores"][0]["capabilities"]["strong_consistency"] is True
+    assert [b["binding"] for b in report["memory_bindings"]["matched"]] == ["market"]
+    assert [b["plugin"] for b in report["memory_bindings"]["unmatched"]] == ["nowhere"]
+    assert any("nowhere" in w for w in report["warnings"])
+
+
+def test_run_as_a_real_subprocess_keeps_stdout_clean(project, prefect_api):
+    exe = Path(sys.executable).with_name("animus")
+    # as a user runs it: no console settings from this test session
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
+    env["PREFECT_API_URL"] = prefect_api
+    out = subprocess.run(
+        [str(exe), "run", "animus.yaml", "--task-id", "RES-3", "--json"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["phases"][0]["id"] == "research"
+    assert "Traceback" not in out.stderr
+    failing = project / "fail.yaml"
+    failing.write_text(WORKFLOW.replace("  analyst:\n", "  analyst:\n    runner: bad.py:run\n"))
+    (project / "bad.py").write_text("def run(contract):\n    raise RuntimeError('boom')\n")
+    out = subprocess.run(
+        [str(exe), "run", "fail.yaml"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 1
+    assert "error: runner 'bad.py:run' failed in phase 'research': RuntimeError: boom" in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""

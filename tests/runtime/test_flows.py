@@ -1,0 +1,264 @@
+"""Real flows under one session-wide Prefect test server: tasks, artifacts, events, failures."""
+
+import asyncio
+import json
+import sys
+import textwrap
+
+import pytest
+from helpers import write_workflow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+)
+from prefect.events.filters import EventFilter, EventNameFilter, EventRelatedFilter
+
+from animus_flows import run_workflow, workflow_flow
+from animus_flows.errors import ConfigError
+from animus_flows.protocol import Scope
+from animus_flows.runtime.runners import PhaseFailed
+from animus_flows.stores import SQLiteStore
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+WORKFLOW = """
+version: 1
+project: desk
+stores:
+  local: {type: sqlite, path: memory.db}
+budget: {flow_tokens: 3000, phase_tokens: 1500}
+audit: {path: audit.jsonl}
+agents:
+  analyst:
+    memory_bindings:
+      - {plugin: local, binding: market, scope: {kind: agent}, budget_tokens: 300}
+      - {plugin: local, binding: journal, scope: {kind: task}, read: false, write: true}
+workflows:
+  research:
+    memory_bindings:
+      - {plugin: local, binding: playbook, budget_tokens: 200}
+      - {plugin: nowhere, binding: wiki}
+    phases:
+      - {id: research, agent: analyst, prompt: "EUR/USD research for {task_id}"}
+      - {id: plan, agent: analyst, prompt: "EUR/USD plan for {task_id}"}
+"""
+
+
+@pytest.fixture
+async def workflow(tmp_path):
+    wf = write_workflow(tmp_path, WORKFLOW)
+    store = SQLiteStore(tmp_path / "memory.db")
+    await store.put(
+        Scope("desk", agent_id="analyst"),
+        "fx",
+        "EUR/USD ranges 1.07-1.10",
+        metadata={"tier": "hot"},
+    )
+    await store.put(
+        Scope("desk", agent_id="analyst"),
+        "client",
+        "EUR/USD client ACME book",
+        metadata={"tier": "hot", "sensitivity": "secret"},
+    )
+    await store.put(Scope("desk"), "hedge", "EUR/USD hedge procedure", metadata={})
+    await store.aclose()
+    return wf
+
+
+async def read_artifacts(flow_run_id):
+    async with get_client() as client:
+        artifacts = await client.read_artifacts(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    return {artifact.key: artifact for artifact in artifacts}
+
+
+async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trail(workflow):
+    research = workflow_flow(workflow, "research")
+    assert research.name == "research"
+    summary = await research(task_id="RES-001")
+    assert set(summary) == {"flow_run_id", "workflow", "phases", "budget"}
+    assert summary["workflow"] == "research"
+    assert [p["id"] for p in summary["phases"]] == ["research", "plan"]
+    first = summary["phases"][0]
+    assert set(first) == {"id", "agent", "output", "memory_context"}
+    context = first["memory_context"]
+    assert set(context) == {"items", "tokens", "text"}
+    assert [set(i) for i in context["items"]] == [{"binding", "key", "score", "tokens"}] * 2
+    assert {i["key"] for i in context["items"]} == {"fx", "hedge"}
+    assert context["text"] in first["output"]  # exactly what the runner received
+    assert "ACME" not in json.dumps(summary)
+    assert summary["budget"]["flow_tokens"] == 3000
+    assert summary["budget"]["used"] + summary["budget"]["remaining"] == 3000
+
+    flow_run_id = summary["flow_run_id"]
+    async with get_client() as client:
+        run = await client.read_flow_run(flow_run_id)
+        tasks = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    assert run.parameters == {"task_id": "RES-001"}
+    assert sorted(t.name for t in tasks) == ["plan", "research"]
+    assert all(t.state.is_completed() for t in tasks)
+
+    artifacts = await read_artifacts(flow_run_id)
+    assert {
+        "memory-ops-research",
+        "memory-ops-plan",
+        "memory-context-research",
+        "memory-context-plan",
+        "token-budget-research",
+    } <= set(artifacts)
+    ops = artifacts["memory-ops-research"].data
+    rows = json.loads(ops) if isinstance(ops, str) else ops
+    assert {row["binding"]: row["status"] for row in rows} == {
+        "market": "ok",
+        "playbook": "ok",
+        "wiki": "unmatched",
+        "journal": "ok",
+    }
+    assert "[market/fx]" in artifacts["memory-context-research"].data
+    ledger = artifacts["token-budget-research"].data
+    assert "| research | prompt |" in ledger and "| research | memory | market |" in ledger
+    assert "ACME" not in "".join(str(a.data) for a in artifacts.values())
+
+    jsonl = [
+        json.loads(line) for line in (workflow.base_dir / "audit.jsonl").read_text().splitlines()
+    ]
+    assert {e["event"] for e in jsonl} == {"memory_op"}
+    assert {(e["phase_id"], e["binding"], e["op"]) for e in jsonl} >= {
+        ("research", "market", "query"),
+        ("plan", "journal", "put"),
+    }
+
+
+async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
+    summary = await workflow_flow(workflow, "research")(task_id="RES-EVT")
+    flow_run_id = summary["flow_run_id"]
+    found = []
+    for _ in range(60):  # the server persists events asynchronously
+        async with get_client() as client:
+            page = await client.read_events(
+                filter=EventFilter(
+                    event=EventNameFilter(name=["animus.memory.op"]),
+                    related=EventRelatedFilter(id=[f"prefect.flow-run.{flow_run_id}"]),
+                ),
+                limit=50,
+            )
+        found = page.events
+        if len(found) >= 8:
+            break
+        await asyncio.sleep(0.5)
+    assert {e.resource.id for e in found} >= {"animus.binding.market", "animus.binding.wiki"}
+    event = next(e for e in found if e.resource.id == "animus.binding.market")
+    assert event.payload["op"] == "query" and event.payload["status"] == "ok"
+    assert {"plugin_id", "scope", "tokens_deducted", "latency_ms"} <= set(event.payload)
+
+
+async def test_the_generic_deployable_flow_runs_any_workflow(workflow):
+    summary = await run_workflow(
+        workflow_file=str(workflow.source), workflow="research", task_id="RES-9"
+    )
+    assert summary["workflow"] == "research" and len(summary["phases"]) == 2
+
+
+def _with(tmp_path, old, new):
+    text = WORKFLOW.replace(old, new)
+    return write_workflow(tmp_path, text, "variant.yaml")
+
+
+async def test_a_failing_hook_fails_its_phase_naming_the_hook(workflow, tmp_path):
+    (tmp_path / "guards.py").write_text("def refuse(ctx):\n    raise ValueError('no EUR today')\n")
+    wf = _with(
+        tmp_path,
+        "    phases:\n",
+        "    hooks: {pre_phase: [memory_bindings, 'guards.py:refuse']}\n    phases:\n",
+    )
+    with pytest.raises(
+        PhaseFailed,
+        match="pre_phase hook 'guards.py:refuse' failed in phase 'research': ValueError: no EUR today",
+    ):
+        await workflow_flow(wf, "research")(task_id="T")
+
+
+async def test_a_failing_runner_fails_the_phase(tmp_path, workflow):
+    (tmp_path / "agent.py").write_text("def run(contract):\n    raise RuntimeError('model down')\n")
+    wf = _with(tmp_path, "  analyst:\n", "  analyst:\n    runner: agent.py:run\n")
+    with pytest.raises(
+        PhaseFailed,
+        match="runner 'agent.py:run' failed in phase 'research': RuntimeError: model down",
+    ):
+        await workflow_flow(wf, "research")(task_id="T")
+
+
+async def test_a_command_runner_gets_the_contract_and_returns_stdout(tmp_path, workflow):
+    script = tmp_path / "agent_cli.py"
+    script.write_text(
+        textwrap.dedent("""
+        import json, sys
+        contract = json.load(open(sys.argv[1]))
+        print(f"{contract['phase_id']}:{len(contract['memory_context']['items'])}:{contract['task_id']}")
+    """)
+    )
+    wf = _with(
+        tmp_path,
+        "  analyst:\n",
+        f"  analyst:\n    runner: {{command: [{sys.executable!r}, {str(script)!r}, '{{contract_path}}']}}\n",
+    )
+    summary = await workflow_flow(wf, "research")(task_id="T-5")
+    assert [p["output"] for p in summary["phases"]] == ["research:2:T-5", "plan:2:T-5"]
+
+
+@pytest.mark.parametrize(
+    "body,timeout,message",
+    [
+        (
+            "import sys; sys.stderr.write('bad credentials for model'); sys.exit(3)",
+            30,
+            "exited with code 3 in phase 'research': bad credentials for model",
+        ),
+        ("import time; time.sleep(30)", 0.5, "did not finish within timeout_s 0.5"),
+    ],
+)
+async def test_command_runner_failures_fail_the_phase(tmp_path, workflow, body, timeout, message):
+    script = tmp_path / "bad_agent.py"
+    script.write_text(body)
+    wf = _with(
+        tmp_path,
+        "  analyst:\n",
+        f"  analyst:\n    runner: {{command: [{sys.executable!r}, {str(script)!r}], timeout_s: {timeout}}}\n",
+    )
+    with pytest.raises(PhaseFailed, match=message):
+        await workflow_flow(wf, "research")(task_id="T")
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        (
+            "  analyst:\n",
+            "  analyst:\n    runner: no_such_module:run\n",
+            "runner of agent 'analyst' 'no_such_module:run': cannot import 'no_such_module'",
+        ),
+        (
+            "  analyst:\n",
+            "  analyst:\n    runner: missing.py:run\n",
+            "runner of agent 'analyst' 'missing.py:run': no file",
+        ),
+        (
+            "    phases:\n",
+            "    hooks: {post_phase: ['json:nope']}\n    phases:\n",
+            "post_phase hook 'json:nope': 'json' has no callable 'nope'",
+        ),
+    ],
+)
+def test_unimportable_runners_and_hooks_fail_at_load(tmp_path, workflow, old, new, message):
+    wf = _with(tmp_path, old, new)
+    with pytest.raises(ConfigError, match=message):
+        workflow_flow(wf, "research")
+
+
+def test_an_unknown_workflow_name_is_a_config_error(workflow):
+    with pytest.raises(ConfigError, match="no workflow 'nope'.*defines research"):
+        workflow_flow(workflow, "nope")
