@@ -1,16 +1,20 @@
 """The embedded default store: one SQLite file, full-text search with FTS5 and BM25.
 
-Every scope gets an integer id, and its items get row ids `scope_id << 32 | n`: a scope owns a
-contiguous row-id range. A scoped query is one FTS5 match constrained to that range, which FTS5
-seeks to directly, so the scope is filtered inside the index, never after it, and no id
-character can leak into or out of a scope. WAL and a busy timeout let several processes write.
+Every scope gets an integer id. Each indexed term is stored prefixed with its scope's id
+(`7xmarket`), so a term's posting list only ever holds that scope's items: a scoped query
+reads nothing from other scopes, the scope is filtered inside the index, and no character in
+an id can leak items across scopes (the id is a number; the terms come from our own tokenizer,
+`stores.text`, indexed with FTS5's `ascii` tokenizer, which cannot split them). Items also
+own a contiguous row-id range per scope (`scope_id << 32 | n`) for fast counts and deletes.
+Terms found in more than half of a scope's items carry no signal there and are left out of
+the match (stopwords, learned per scope). WAL and a busy timeout let several processes write.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
+import math
 import sqlite3
 import threading
 import time
@@ -33,7 +37,8 @@ from animus_flows.protocol import (
     indexed_text,
     utcnow,
 )
-from animus_flows.stores.base import BaseStore, PutEntry
+from animus_flows.stores.base import BaseStore, PutEntry, check_key, check_scope
+from animus_flows.stores.text import query_terms, terms
 
 T = TypeVar("T")
 
@@ -41,7 +46,6 @@ SCHEMA_VERSION = 1
 MAX_QUERY_TOP_K = 1000
 MAX_QUERY_TERMS = 32
 SCOPE_BITS = 32
-_WORD = re.compile(r"\w+")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS animus_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,9 +69,8 @@ CREATE TABLE IF NOT EXISTS items (
     UNIQUE (scope_id, key)
 );
 CREATE INDEX IF NOT EXISTS items_by_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
-CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
-    body, tokenize = 'porter unicode61 remove_diacritics 2'
-);
+CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, tokenize = 'ascii');
+CREATE VIRTUAL TABLE IF NOT EXISTS items_vocab USING fts5vocab(items_fts, 'row');
 """
 
 # Each entry upgrades the schema from version N-1 to N; later issues append here.
@@ -89,13 +92,18 @@ def id_range(scope_id: int) -> tuple[int, int]:
     return scope_id << SCOPE_BITS, ((scope_id + 1) << SCOPE_BITS) - 1
 
 
-def match_expression(text: str) -> str | None:
-    """The FTS5 query for `text`: its words OR-ed; None when `text` has no searchable word."""
-    terms = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))[:MAX_QUERY_TERMS]
-    if not terms:
-        return None
-    # Quoted terms are literal strings to FTS5: operators and column names in text are inert.
-    return " OR ".join(f'"{term}"' for term in terms)
+def scoped_terms(scope_id: int, text: str) -> list[str]:
+    """The index terms of `text` in one scope: each term prefixed with `<scope_id>x`.
+
+    Digits then `x` make the prefix self-delimiting: no (scope, word) pair spells another's.
+    """
+    prefix = f"{scope_id}x"
+    return [prefix + term for term in terms(text)]
+
+
+def match_expression(scoped: list[str]) -> str:
+    """An FTS5 query matching any of the given index terms; quoting makes them literal."""
+    return " OR ".join(f'"{term}"' for term in scoped)
 
 
 def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
@@ -131,9 +139,12 @@ def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
 
 
 def bm25_score(rank: float) -> float:
-    """Map FTS5's BM25 rank (negative, lower is better) onto [0, 1), higher is better."""
-    relevance = max(0.0, -rank)
-    return relevance / (relevance + 1.0)
+    """Map FTS5's BM25 rank (negative, lower is better) onto [0, 1), higher is better.
+
+    1 - exp(-relevance / 10): a strong single-term match (relevance ~10) scores ~0.63, several
+    rare terms approach 1. The same rank always gives the same score, across queries.
+    """
+    return 1.0 - math.exp(-max(0.0, -rank) / 10.0)
 
 
 class SQLiteStore(BaseStore):
@@ -364,9 +375,13 @@ class SQLiteStore(BaseStore):
             conn.executemany(
                 "DELETE FROM items_fts WHERE rowid = ?", [(v[0],) for v in existing.values()]
             )
+        prefix = f"{scope_id}x"
         conn.executemany(
             "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
-            [(ids[key], text) for key, (_, _, text) in rows.items()],
+            [
+                (ids[key], " ".join(prefix + t for t in text.split()))
+                for key, (_, _, text) in rows.items()
+            ],
         )
         return {
             key: (now if expired else created) for key, (_, created, expired) in existing.items()
@@ -374,7 +389,17 @@ class SQLiteStore(BaseStore):
 
     @staticmethod
     def _row(value: JSON, metadata: dict[str, JSON]) -> tuple[str, str, str]:
-        return canonical_json(value), canonical_json(metadata), indexed_text(value)
+        """(value JSON, metadata JSON, the value's terms); terms get their scope prefix later.
+
+        Encoding is the JSON check: a value that does not encode is refused here.
+        """
+        try:
+            encoded = canonical_json(value)
+        except (TypeError, ValueError) as exc:
+            raise InvalidRequest(
+                f"value is not JSON-serializable ({exc}); pass JSON data"
+            ) from None
+        return encoded, canonical_json(metadata), " ".join(terms(indexed_text(value)))
 
     async def _put(
         self,
@@ -397,11 +422,16 @@ class SQLiteStore(BaseStore):
         return MemoryItem(scope, key, value, metadata, _moment(created_at), now, expires_at)  # type: ignore[arg-type]
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
-        """Store many `(scope, key, value, metadata)` entries in one transaction."""
+        """Store many `(scope, key, value, metadata)` entries in one transaction.
+
+        Every entry is checked before anything is written: one bad entry writes nothing.
+        """
         by_scope: dict[Scope, dict[str, tuple[str, str, str]]] = {}
-        for scope, key, value, metadata in map(self._check_entry, entries):
+        for scope, key, value, metadata in entries:
+            check_scope(scope)
+            check_key(key)
             # a later entry for the same key wins, as with successive puts
-            by_scope.setdefault(scope, {})[key] = self._row(value, metadata or {})
+            by_scope.setdefault(scope, {})[key] = self._row(value, self._check_metadata(metadata))
         now = utcnow().timestamp()
 
         def put_all(conn: sqlite3.Connection) -> int:
@@ -446,7 +476,15 @@ class SQLiteStore(BaseStore):
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
     ) -> list[QueryHit]:
         where, params = filter_clause(filters)
-        expression = match_expression(text)
+        words = query_terms(text, MAX_QUERY_TERMS)
+
+        def ranked(conn: sqlite3.Connection, scoped: list[str], now: float) -> list[Any]:
+            return conn.execute(
+                "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
+                " JOIN items i ON i.id = f.rowid"
+                f" WHERE items_fts MATCH ? AND {_LIVE}{where} ORDER BY f.rank LIMIT ?",
+                (match_expression(scoped), now, *params, top_k),
+            ).fetchall()
 
         def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             scope_id = self._scope_id(conn, scope, create=False)
@@ -455,25 +493,33 @@ class SQLiteStore(BaseStore):
             now = utcnow().timestamp()
             if not text.strip():
                 return conn.execute(
-                    "SELECT i.key, i.value, i.metadata, -1e9 FROM items i"
+                    "SELECT i.key, i.value, i.metadata, NULL FROM items i"
                     f" WHERE i.id BETWEEN ? AND ? AND {_LIVE}{where}"
                     " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?",
                     (*id_range(scope_id), now, *params, top_k),
                 ).fetchall()
-            if expression is None:
+            scoped = [f"{scope_id}x{word}" for word in words]
+            if not scoped:
                 return []
-            return conn.execute(
-                "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
-                " JOIN items i ON i.id = f.rowid"
-                f" WHERE items_fts MATCH ? AND f.rowid BETWEEN ? AND ? AND {_LIVE}{where}"
-                " ORDER BY f.rank LIMIT ?",
-                (expression, *id_range(scope_id), now, *params, top_k),
-            ).fetchall()
+            marks = ", ".join("?" * len(scoped))
+            frequency = dict(
+                conn.execute(f"SELECT term, doc FROM items_vocab WHERE term IN ({marks})", scoped)
+            )
+            present = [term for term in scoped if frequency.get(term)]
+            if not present:
+                return []
+            # terms in more than half of the scope say nothing about relevance there
+            size = self._count(conn, scope_id, live_only=False)
+            selective = [term for term in present if frequency[term] * 2 <= size] or present
+            rows = ranked(conn, selective, now)
+            if len(rows) < top_k and len(selective) < len(present):
+                rows = ranked(conn, present, now)  # too few: let the common terms fill in
+            return rows
 
         rows = await self._run(query)
         # an empty text lists the scope, newest first: every item matches it fully
         return [
-            QueryHit(k, json.loads(v), 1.0 if rank == -1e9 else bm25_score(rank), json.loads(m))
+            QueryHit(k, json.loads(v), 1.0 if rank is None else bm25_score(rank), json.loads(m))
             for k, v, m, rank in rows
         ]
 
@@ -507,10 +553,11 @@ class SQLiteStore(BaseStore):
         return ScopePage(scopes, next_cursor)
 
     @staticmethod
-    def _count(conn: sqlite3.Connection, scope_id: int) -> int:
+    def _count(conn: sqlite3.Connection, scope_id: int, *, live_only: bool = True) -> int:
+        live = f" AND {_LIVE}" if live_only else ""
         return conn.execute(
-            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ? AND {_LIVE}",
-            (*id_range(scope_id), utcnow().timestamp()),
+            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ?{live}",
+            (*id_range(scope_id), *([utcnow().timestamp()] if live_only else [])),
         ).fetchone()[0]
 
     async def _delete_scope(self, scope: Scope) -> int:

@@ -17,6 +17,7 @@ from animus_flows.stores.sqlite import (
     filter_clause,
     id_range,
     match_expression,
+    scoped_terms,
 )
 
 
@@ -26,11 +27,13 @@ def store(tmp_path):
         yield sync
 
 
-def test_match_expression_quotes_every_term():
-    assert match_expression('EUR/USD "rally" NEAR(x) OR eur') == (
-        '"eur" OR "usd" OR "rally" OR "near" OR "x" OR "or"'
-    )
-    assert match_expression(" ?! ") is None
+def test_terms_are_prefixed_with_their_scope_and_quoted_in_matches():
+    scoped = scoped_terms(7, 'EUR/USD "rallies" NEAR(x) OR café_bar')
+    assert scoped == ["7xeur", "7xusd", "7xrally", "7xnear", "7xx", "7xor", "7xcafe", "7xbar"]
+    assert match_expression(scoped[:2]) == '"7xeur" OR "7xusd"'
+    assert scoped_terms(7, " ?! ") == []
+    # the prefix delimits itself: scope 71's "x" words never spell scope 7's "1x..." words
+    assert scoped_terms(71, "xeur") != scoped_terms(7, "1xxeur")
 
 
 def test_each_scope_owns_a_disjoint_id_range():
@@ -39,7 +42,7 @@ def test_each_scope_owns_a_disjoint_id_range():
 
 
 def test_bm25_scores_map_into_the_unit_interval_monotonically():
-    ranks = [0.0, -0.5, -1.0, -10.0, -1000.0]
+    ranks = [0.0, -0.5, -1.0, -10.0, -100.0]
     scores = [bm25_score(rank) for rank in ranks]
     assert scores == sorted(scores)
     assert all(0.0 <= score < 1.0 for score in scores)

@@ -1,0 +1,66 @@
+"""Turn text into search terms: the one tokenizer for indexing and querying.
+
+Words are runs of Unicode letters and digits (at most 64 characters; longer runs are cut into
+pieces), case-folded, with accents removed and plurals folded (markets -> market, policies ->
+policy). Doing this in Python rather than in SQLite's tokenizer means the SQLite store knows
+the exact terms it indexed, so it can prefix them with a scope and look up their frequencies.
+Case and accents are folded over the whole text at once; plurals word by word through a cache.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import cache
+
+MAX_TERM_LENGTH = 64
+_WORD = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}")
+_CACHE_LIMIT = 200_000
+_folded: dict[str, str] = {}
+_COMBINING_RANGES = [
+    (0x0300, 0x036F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
+    (0x20D0, 0x20FF),
+    (0xFE20, 0xFE2F),
+]
+
+
+@cache
+def _strip_marks() -> dict[int, None]:
+    return {
+        code: None
+        for low, high in _COMBINING_RANGES
+        for code in range(low, high + 1)
+        if unicodedata.combining(chr(code))
+    }
+
+
+def fold_plural(word: str) -> str:
+    """markets -> market, policies -> policy; bus, class, axis and short words stay."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _fold_new(word: str) -> str:
+    folded = fold_plural(word)
+    if len(_folded) < _CACHE_LIMIT:
+        _folded[word] = folded
+    return folded
+
+
+def terms(text: str) -> list[str]:
+    """Every term of `text`, in order, repeats kept (term frequency matters to ranking)."""
+    text = text.casefold()
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text).translate(_strip_marks())
+    cached = _folded.get
+    return [cached(word) or _fold_new(word) for word in _WORD.findall(text)]
+
+
+def query_terms(text: str, limit: int = 32) -> list[str]:
+    """The distinct terms of a query, the first `limit` of them."""
+    return list(dict.fromkeys(terms(text)))[:limit]
