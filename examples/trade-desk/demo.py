@@ -1,52 +1,32 @@
-"""`make demo`: load the trade desk's seed memories, then query them the way a phase would.
+"""`make demo`: seed the trade desk's memories, run its research workflow, show what happened.
 
-Runs on the embedded SQLite store in examples/trade-desk/.animus/.
+Runs on the embedded SQLite store in examples/trade-desk/.animus/ and a temporary Prefect
+server (or yours, when PREFECT_API_URL is set).
 """
 
-import asyncio
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ANIMUS = [sys.executable, "-m", "animus_flows"]
-WORKFLOW = ["--workflow-file", str(HERE / "animus.yaml")]
 
 
-def animus(*args: str) -> str:
-    print(f"$ animus {' '.join(args)}")
-    out = subprocess.run([*ANIMUS, *args], capture_output=True, text=True)
-    sys.stderr.write(out.stderr)
-    if out.returncode != 0:
-        sys.exit(out.returncode)
-    print(out.stdout)
-    return out.stdout
+def animus(*args: str) -> None:
+    print(f"\n$ animus {' '.join(args)}", flush=True)
+    done = subprocess.run([sys.executable, "-m", "animus_flows", *args], cwd=HERE)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
 
 
 def main() -> None:
-    from seed import main as seed
-
-    asyncio.run(seed())
-    animus("validate", str(HERE / "animus.yaml"))
-    animus(
-        "memory",
-        "query",
-        *WORKFLOW,
-        "--scope",
-        "agent",
-        "--agent-id",
-        "trade-analyst",
-        "--query",
-        "EUR/USD range and ECB rates",
-        "--top-k",
-        "3",
+    subprocess.run([sys.executable, str(HERE / "seed.py")], check=True)
+    animus("validate", "animus.yaml")
+    animus("run", "animus.yaml", "--task-id", "RES-001")
+    print(
+        "\nThis run's artifacts (memory-ops-*, memory-context-*, token-budget-research) are in"
+        " the Prefect UI when PREFECT_API_URL points at your server (prefect server start)."
     )
-    animus("memory", "query", *WORKFLOW, "--scope", "project", "--query", "hedge ratio procedure")
-    listed = json.loads(animus("memory", "list-scopes", *WORKFLOW, "--json"))
-    print(f"{len(listed['scopes'])} scopes hold memories")
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
     main()

@@ -16,17 +16,16 @@ HERE = Path(__file__).resolve().parent
 
 async def main() -> None:
     workflow = load_workflow(HERE / "animus.yaml")
-    registry = PluginRegistry(workflow)
+    registry = PluginRegistry(workflow, use_blocks=False)
     store = registry.get("memory-local")
     scopes = {
         "project": Scope(workflow.project_id),
         "agent": Scope(workflow.project_id, agent_id="trade-analyst"),
     }
     records = json.loads((HERE / "seed.json").read_text())
-    for record in records:
-        await store.put(
-            scopes[record["scope"]], record["key"], record["value"], metadata=record["metadata"]
-        )
+    await store.put_many(
+        [(scopes[r["scope"]], r["key"], r["value"], r["metadata"]) for r in records]
+    )
     await registry.aclose()
     print(f"seeded {len(records)} memories into {workflow.resolve_path('.animus/memory.db')}")
 
