@@ -15,6 +15,8 @@ QUIET_SETTINGS = {
     # the temporary server's start/stop banners
     "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # the first temporary server migrates a new database; on a busy machine that exceeds 20 s
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
 }
 
 

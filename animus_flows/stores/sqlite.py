@@ -7,7 +7,8 @@ an id can leak items across scopes (the id is a number; the terms come from our 
 `stores.text`, indexed with FTS5's `ascii` tokenizer, which cannot split them). Items also
 own a contiguous row-id range per scope (`scope_id << 32 | n`) for fast counts and deletes.
 Terms found in more than half of a scope's items carry no signal there and are left out of
-the match (stopwords, learned per scope). WAL and a busy timeout let several processes write.
+the match (stopwords, learned per scope), and the rarest terms go first so a query scores a
+bounded number of candidates however large the scope. WAL and a busy timeout let several processes write.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ T = TypeVar("T")
 SCHEMA_VERSION = 1
 MAX_QUERY_TOP_K = 1000
 MAX_QUERY_TERMS = 32
+MAX_CANDIDATES = 1000  # items a query may score; see choose_terms
 SCOPE_BITS = 32
 
 _SCHEMA = """
@@ -104,6 +106,25 @@ def scoped_terms(scope_id: int, text: str) -> list[str]:
 def match_expression(scoped: list[str]) -> str:
     """An FTS5 query matching any of the given index terms; quoting makes them literal."""
     return " OR ".join(f'"{term}"' for term in scoped)
+
+
+def choose_terms(present: list[str], frequency: dict[str, int], scope_size: int) -> list[str]:
+    """The query terms worth matching, rarest first.
+
+    Terms in more than half of the scope's items carry no signal there (BM25's IDF is zero or
+    below) and are dropped. Then terms join rarest first while the items they match stay
+    within `MAX_CANDIDATES`, so ranking never has to score most of a large scope: the items a
+    query's rare terms find are the ones BM25 ranks first anyway. At least one term is kept.
+    """
+    selective = [term for term in present if frequency[term] * 2 <= scope_size] or present
+    chosen: list[str] = []
+    candidates = 0
+    for term in selective:
+        if chosen and candidates + frequency[term] > MAX_CANDIDATES:
+            break
+        chosen.append(term)
+        candidates += frequency[term]
+    return chosen
 
 
 def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
@@ -505,14 +526,12 @@ class SQLiteStore(BaseStore):
             frequency = dict(
                 conn.execute(f"SELECT term, doc FROM items_vocab WHERE term IN ({marks})", scoped)
             )
-            present = [term for term in scoped if frequency.get(term)]
+            present = sorted((t for t in scoped if frequency.get(t)), key=frequency.__getitem__)
             if not present:
                 return []
-            # terms in more than half of the scope say nothing about relevance there
-            size = self._count(conn, scope_id, live_only=False)
-            selective = [term for term in present if frequency[term] * 2 <= size] or present
-            rows = ranked(conn, selective, now)
-            if len(rows) < top_k and len(selective) < len(present):
+            chosen = choose_terms(present, frequency, self._count(conn, scope_id, live_only=False))
+            rows = ranked(conn, chosen, now)
+            if len(rows) < top_k and len(chosen) < len(present):
                 rows = ranked(conn, present, now)  # too few: let the common terms fill in
             return rows
 

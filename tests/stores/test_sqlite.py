@@ -14,6 +14,7 @@ from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.sqlite import (
     SCHEMA_VERSION,
     bm25_score,
+    choose_terms,
     filter_clause,
     id_range,
     match_expression,
@@ -192,3 +193,13 @@ def test_several_processes_can_write_at_once(tmp_path):
         assert store.count(Scope("p")) == 800
         for n in range(4):
             assert store.count(Scope("p", agent_id=str(n))) == 200
+
+
+def test_term_choice_drops_scope_stopwords_and_bounds_candidates():
+    frequency = {"rare": 3, "mid": 400, "big": 900, "common": 5000}
+    present = sorted(frequency, key=frequency.__getitem__)
+    assert choose_terms(present, frequency, scope_size=8000) == ["rare", "mid"]
+    assert choose_terms(["common"], frequency, scope_size=8000) == ["common"]
+    # all stopwords: match the rarest rather than nothing
+    assert choose_terms(["common", "big"], {"common": 9000, "big": 9000}, 10000) == ["common"]
+    assert choose_terms(["big"], {"big": 5000}, 100000) == ["big"]  # at least one term
