@@ -37,7 +37,7 @@ from animus_flows.stores.base import BaseStore, PutEntry
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MAX_QUERY_TOP_K = 1000
 MAX_QUERY_TERMS = 32
 SCOPE_BITS = 32
@@ -65,13 +65,18 @@ CREATE TABLE IF NOT EXISTS items (
     UNIQUE (scope_id, key)
 );
 CREATE INDEX IF NOT EXISTS items_by_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_by_recency ON items (scope_id, updated_at, id);
 CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
     body, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 """
 
 # Each entry upgrades the schema from version N-1 to N; later issues append here.
-_MIGRATIONS: dict[int, str] = {}
+_MIGRATIONS: dict[int, str] = {
+    # Listing a scope newest first (empty query text) walks this index and stops at top_k
+    # matches, instead of sorting the whole scope: the memory loader lists scopes per load.
+    2: "CREATE INDEX IF NOT EXISTS items_by_recency ON items (scope_id, updated_at, id)",
+}
 
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
 
@@ -128,6 +133,19 @@ def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
             params.append(name)
         clauses.append("(" + " OR ".join(alternatives) + ")")
     return " AND " + " AND ".join(clauses), params
+
+
+def listing_statement(where: str) -> str:
+    """The SQL that lists one scope newest first (empty query text), with `where` conditions.
+
+    Parameters: scope id, the scope's id range, now, the filter parameters, top_k. Naming
+    `scope_id` lets SQLite walk `items_by_recency` in order and stop at top_k matches.
+    """
+    return (
+        "SELECT i.key, i.value, i.metadata, -1e9 FROM items i"
+        f" WHERE i.scope_id = ? AND i.id BETWEEN ? AND ? AND {_LIVE}{where}"
+        " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?"
+    )
 
 
 def bm25_score(rank: float) -> float:
@@ -455,10 +473,7 @@ class SQLiteStore(BaseStore):
             now = utcnow().timestamp()
             if not text.strip():
                 return conn.execute(
-                    "SELECT i.key, i.value, i.metadata, -1e9 FROM items i"
-                    f" WHERE i.id BETWEEN ? AND ? AND {_LIVE}{where}"
-                    " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?",
-                    (*id_range(scope_id), now, *params, top_k),
+                    listing_statement(where), (scope_id, *id_range(scope_id), now, *params, top_k)
                 ).fetchall()
             if expression is None:
                 return []
