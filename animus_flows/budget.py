@@ -278,6 +278,16 @@ def render_block(candidate: Candidate) -> str:
     return f"[{candidate.binding}/{candidate.key}] {body}\n"
 
 
+def min_tokens(block: str) -> int:
+    """A lower bound on the tokens of `block`, without encoding it: its space-separated words.
+
+    tiktoken's pre-tokenizer (cl100k_base and o200k_base) never puts a space inside a piece
+    except as the piece's first character or in an all-whitespace piece, so every word starts
+    its own piece and every piece is at least one token.
+    """
+    return sum(1 for word in block.split(" ") if word)
+
+
 def disclosure_order(candidates: Iterable[Candidate]) -> list[Candidate]:
     """HOT before WARM before COLD; within a tier, best score first."""
     return sorted(candidates, key=lambda c: (tier_rank(c.tier if c.tier in TIERS else "warm"),
@@ -298,6 +308,10 @@ def pack(
     budget), then COLD where the binding lists it; best score first within a tier. A candidate
     that does not fit its binding's budget, the phase's or the flow's is skipped and a smaller
     one may still fit. Pure: no I/O, and the same inputs give the same result.
+
+    A candidate whose word count alone (`min_tokens`) exceeds the room left is skipped without
+    being encoded, so packing a long list into a small budget costs little; such drops carry
+    `tokens=None`.
     """
     selected: list[Packed] = []
     dropped: list[Dropped] = []
@@ -315,6 +329,14 @@ def pack(
             dropped.append(Dropped(candidate, "warm tier closed: 70% of the binding budget used"))
             continue
         block = render_block(candidate)
+        at_least = min_tokens(block)
+        if caps.budget_tokens is not None and used + at_least > caps.budget_tokens:
+            dropped.append(Dropped(candidate, "over the binding budget"))
+            continue
+        if overall is not None and total + at_least > overall:
+            which = "phase" if overall == phase_remaining else "flow"
+            dropped.append(Dropped(candidate, f"over the {which} budget"))
+            continue
         tokens = counter.count(block)
         if caps.budget_tokens is not None and used + tokens > caps.budget_tokens:
             dropped.append(Dropped(candidate, "over the binding budget", tokens))
