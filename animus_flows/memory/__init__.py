@@ -1,0 +1,26 @@
+"""The memory layer (seed 003) and the memory loader (seed 002), on top of any memory store.
+
+Example:
+    ```python
+    from animus_flows.memory import MemoryLayer, MemoryType
+    from animus_flows.protocol import Scope
+    from animus_flows.stores import SQLiteStore
+
+    memory = MemoryLayer(SQLiteStore(".animus/memory.db"), Scope("demo", agent_id="dev"))
+    memory.remember("Run the suite with make test", MemoryType.PROCEDURAL, tags=["testing"])
+    ```
+"""
+
+from animus_flows.memory.layer import AsyncMemoryLayer, MemoryLayer, TierPolicy
+from animus_flows.memory.records import Entity, Memory, MemoryTier, MemoryType, Sensitivity
+
+__all__ = [
+    "AsyncMemoryLayer",
+    "Entity",
+    "Memory",
+    "MemoryLayer",
+    "MemoryTier",
+    "MemoryType",
+    "Sensitivity",
+    "TierPolicy",
+]
