@@ -6,7 +6,8 @@ An export is one JSON document::
      "count": N, "memories": [<Memory.to_json()>, ...]}
 
 `parse_export` accepts that document or a bare list of records and validates every record
-before anything is written, so a bad import changes nothing.
+before anything is written, so a bad import changes nothing. A record without `provenance` gets
+`import`; one with it keeps it, so a restored backup is faithful.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import os
 import tempfile
 import uuid
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from animus_flows import __version__
 from animus_flows.errors import InvalidRequest
@@ -100,7 +102,7 @@ def parse_export(text: str | bytes) -> list[Memory]:
     for index, record in enumerate(records):
         where = f"memories[{index}]"
         if isinstance(record, Mapping) and "id" in record:
-            record = {**record, "id": canonical_id(record["id"], where)}
+            record = {"provenance": "import", **record, "id": canonical_id(record["id"], where)}
             if record.get("parent_id") is not None:
                 record["parent_id"] = canonical_id(record["parent_id"], f"{where}.parent_id")
         memory = Memory.from_json(record, where=where)
@@ -132,27 +134,35 @@ def manifest(export_text: str, document: Mapping[str, JSON]) -> dict[str, JSON]:
     }
 
 
-def write_backup(
-    path: str | os.PathLike[str], export_text: str, document: Mapping[str, JSON]
-) -> Path:
-    """Write a ZIP backup (the export and a manifest) to `path`, atomically: a reader sees the
-    old file or the complete new one, never a partial ZIP."""
+def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> Path:
+    """Create or replace `path` with what `write` puts in a file object: a reader sees the old
+    file or the complete new one, never a partial one."""
     target = Path(path)
     if target.is_dir():
-        raise InvalidRequest(
-            f"backup path {target} is a folder; pass a file name such as backup.zip"
-        )
+        raise InvalidRequest(f"{target} is a folder; pass a file name")
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(BACKUP_EXPORT_NAME, export_text)
-            zf.writestr(BACKUP_MANIFEST_NAME, dumps(manifest(export_text, document)))
+        with os.fdopen(handle, "wb") as raw:
+            write(raw)
         os.replace(partial, target)
     except BaseException:
         Path(partial).unlink(missing_ok=True)
         raise
     return target
+
+
+def write_backup(
+    path: str | os.PathLike[str], export_text: str, document: Mapping[str, JSON]
+) -> Path:
+    """Write a ZIP backup (the export and a manifest) to `path`, atomically."""
+
+    def write(raw: BinaryIO) -> None:
+        with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(BACKUP_EXPORT_NAME, export_text)
+            zf.writestr(BACKUP_MANIFEST_NAME, dumps(manifest(export_text, document)))
+
+    return write_atomically(path, write)
 
 
 def read_backup(path: str | os.PathLike[str]) -> str:

@@ -445,7 +445,8 @@ class AsyncMemoryLayer:
         allowed_tiers: Iterable[Sensitivity | str] | None = None,
         tier: MemoryTier | str | None = None,
     ) -> list[Memory]:
-        """Memories relevant to `query`, best first; an empty query lists the newest.
+        """Memories relevant to `query`, best first; an empty query lists the most recently
+        active (written or recalled) first.
 
         Args:
             query: search text (the store's ranking: full text on SQLite).
@@ -466,8 +467,9 @@ class AsyncMemoryLayer:
         if not isinstance(query, str):
             raise InvalidRequest(f"query {query!r} must be a string")
         limit = _limit(limit)
-        filters, wanted = self._criteria(memory_type, tags, source, min_confidence,
-                                         allowed_tiers, tier)  # fmt: skip
+        filters, wanted = self._criteria(
+            memory_type, tags, source, min_confidence, allowed_tiers, tier
+        )
         found = await self._search(query, filters, limit, wanted)
         if self.entities_enabled and query.strip():
             keys = query_entity_keys(query)
@@ -482,7 +484,7 @@ class AsyncMemoryLayer:
         limit: int = 10,
         allowed_tiers: Iterable[Sensitivity | str] | None = None,
     ) -> list[Memory]:
-        """Memories carrying all of `tags`, newest first (a recall: access is counted)."""
+        """Memories carrying all of `tags`, most recently active first (a recall: access counts)."""
         if not normalize_tags(tags):
             raise InvalidRequest("recall_by_tags needs at least one tag")
         return await self.recall("", tags=tags, limit=limit, allowed_tiers=allowed_tiers)
@@ -493,12 +495,13 @@ class AsyncMemoryLayer:
         limit: int = 10,
         allowed_tiers: Iterable[Sensitivity | str] | None = None,
     ) -> list[Memory]:
-        """Memories linked to the entity `name` (any case), newest first; see `entities=`."""
+        """Memories linked to the entity `name` (any case), most recently active first."""
         if not isinstance(name, str) or not name.strip():
             raise InvalidRequest(f"entity name {name!r} must be non-empty text")
         filters, wanted = self._criteria(None, None, None, 0.0, allowed_tiers, None)
-        found = await self._search("", {**filters, ENTITIES_KEY: entity_key(name)}, _limit(limit),
-                                   wanted)  # fmt: skip
+        found = await self._search(
+            "", {**filters, ENTITIES_KEY: entity_key(name)}, _limit(limit), wanted
+        )
         return await self._touch([memory for memory, _ in found[:limit]])
 
     async def recall_for_egress(
@@ -512,8 +515,9 @@ class AsyncMemoryLayer:
         tier: MemoryTier | str | None = None,
     ) -> list[Memory]:
         """`recall` pinned to PUBLIC memories: use it for anything that leaves the system."""
-        return await self.recall(query, memory_type, tags, source, min_confidence, limit,
-                                 [Sensitivity.PUBLIC], tier)  # fmt: skip
+        return await self.recall(
+            query, memory_type, tags, source, min_confidence, limit, [Sensitivity.PUBLIC], tier
+        )
 
     async def recall_by_tags_for_egress(self, tags: Sequence[str], limit: int = 10) -> list[Memory]:
         """`recall_by_tags` pinned to PUBLIC memories."""
@@ -695,8 +699,13 @@ class AsyncMemoryLayer:
         item = await self.store.get(self.scope, memory_id)
         if item is None or is_tombstone(item.metadata):
             return None
-        return from_store(item.key, item.value, item.metadata, created_at=item.created_at,
-                          updated_at=item.updated_at)  # fmt: skip
+        return from_store(
+            item.key,
+            item.value,
+            item.metadata,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+        )
 
     async def _decode(self, hits: Sequence[QueryHit]) -> list[tuple[Memory, float]]:
         """Hits as memories with their scores; tombstones dropped. Items written by other

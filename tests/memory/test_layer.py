@@ -156,10 +156,12 @@ def test_recall_ranks_by_relevance_and_lists_by_recent_activity_without_a_query(
 
 def test_recall_applies_every_filter(memory):
     memory.remember("alpha fact", MemoryType.SEMANTIC, tags=["a", "b"], source="stated")
-    memory.remember("alpha event", MemoryType.EPISODIC, tags=["a"], source="learned",
-                    confidence=0.4, tier="hot")  # fmt: skip
-    memory.remember("alpha secret", MemoryType.SEMANTIC, tags=["a", "b", "c"],
-                    sensitivity="secret", tier="cold")  # fmt: skip
+    memory.remember(
+        "alpha event", MemoryType.EPISODIC, tags=["a"], source="learned", confidence=0.4, tier="hot"
+    )
+    memory.remember(
+        "alpha secret", MemoryType.SEMANTIC, tags=["a", "b", "c"], sensitivity="secret", tier="cold"
+    )
 
     def contents(**filters):
         return sorted(m.content for m in memory.recall("alpha", **filters))
@@ -286,14 +288,19 @@ def test_update_memory_changes_it_in_place(memory):
 
 
 def test_update_with_version_keeps_history(memory):
-    v1 = memory.remember("User prefers dark mode", tags=["preference", "ui"],
-                         metadata={"origin": "chat"}, tier="hot")  # fmt: skip
+    v1 = memory.remember(
+        "User prefers dark mode", tags=["preference", "ui"], metadata={"origin": "chat"}, tier="hot"
+    )
     v2 = memory.update_with_version(v1.id, content="User prefers light mode", tags=["preference"])
     assert (v2.version, v2.parent_id, v2.tier) == (2, v1.id, MemoryTier.HOT)
     assert v2.id != v1.id and v2.metadata == {"origin": "chat"}
     assert v2.change_summary == "v2: Content updated; tags removed: ui"
-    v3 = memory.update_with_version(v2.id[:10], metadata={"origin": "review"},
-                                    change_summary="confirmed in review", provenance="sync")  # fmt: skip
+    v3 = memory.update_with_version(
+        v2.id[:10],
+        metadata={"origin": "review"},
+        change_summary="confirmed in review",
+        provenance="sync",
+    )
     assert (v3.version, v3.content, v3.tags) == (3, "User prefers light mode", ["preference"])
     assert (v3.change_summary, v3.provenance) == ("confirmed in review", "sync")
     unchanged = memory.update_with_version(v3.id)

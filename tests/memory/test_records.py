@@ -68,9 +68,12 @@ def test_defaults_follow_seed_003():
 
 def test_strings_become_enums_and_tags_are_normalized():
     memory = Memory(
-        content="x", memory_type="Episodic", sensitivity="SECRET", tier="hot",
+        content="x",
+        memory_type="Episodic",
+        sensitivity="SECRET",
+        tier="hot",
         tags=["UI", " Dark   Mode ", "ui"],
-    )  # fmt: skip
+    )
     assert memory.memory_type is MemoryType.EPISODIC
     assert memory.sensitivity is Sensitivity.SECRET and memory.tier is MemoryTier.HOT
     assert memory.tags == ["ui", "dark mode"]
