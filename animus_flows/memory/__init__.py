@@ -12,13 +12,29 @@ Example:
 """
 
 from animus_flows.memory.layer import AsyncMemoryLayer, MemoryLayer, TierPolicy
+from animus_flows.memory.loader import (
+    AGENT_SECTOR_PREFERENCES,
+    AsyncMemoryLoader,
+    LoadedMemory,
+    LoadMetadata,
+    LoadMetrics,
+    LoadResult,
+    MemoryLoader,
+)
 from animus_flows.memory.records import Entity, Memory, MemoryTier, MemoryType, Sensitivity
 
 __all__ = [
+    "AGENT_SECTOR_PREFERENCES",
     "AsyncMemoryLayer",
+    "AsyncMemoryLoader",
     "Entity",
+    "LoadMetadata",
+    "LoadMetrics",
+    "LoadResult",
+    "LoadedMemory",
     "Memory",
     "MemoryLayer",
+    "MemoryLoader",
     "MemoryTier",
     "MemoryType",
     "Sensitivity",

@@ -416,7 +416,7 @@ def from_store(
     if body is not None:
         owned = RESERVED_METADATA_KEYS | LAYER_KEYS
         extra = {k: v for k, v in body.items() if k not in _VALUE_FIELDS and k not in owned}
-    content = body["content"] if body is not None else indexed_text(value)
+    content = content_of(value)
     user = {
         k: v
         for k, v in metadata.items()
@@ -430,10 +430,10 @@ def from_store(
     return Memory(
         id=key,
         content=content,
-        memory_type=_lenient(MemoryType, metadata.get("memory_type"), MemoryType.SEMANTIC),
+        memory_type=memory_type_of(metadata),
         created_at=created,
         updated_at=stored_time(value, "updated_at") or updated_at or created,
-        tags=_lenient_tags(metadata.get("tags")),
+        tags=tags_of(metadata),
         source=_text(metadata.get("source"), "stated"),
         confidence=_confidence(metadata.get("confidence")),
         subtype=_optional_text(fields.get("subtype")),
@@ -450,14 +450,29 @@ def from_store(
     )
 
 
-def _lenient(kind: type[StrEnum], value: object, default: StrEnum) -> Any:
+# Cheap readers of single fields, for callers (the loader) that inspect many items and build
+# few memories; `from_store` uses them too, so both read an item the same way.
+
+
+def content_of(value: JSON) -> str:
+    """A stored value's text: the layer's `content`, else what the store indexes."""
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return indexed_text(value)
+
+
+def memory_type_of(metadata: Mapping[str, JSON]) -> MemoryType:
+    """An item's memory type; absent or unknown reads as SEMANTIC, the seed's default."""
+    value = metadata.get("memory_type")
     try:
-        return kind(str(value).lower()) if value is not None else default
+        return MemoryType(str(value).lower()) if value is not None else MemoryType.SEMANTIC
     except ValueError:
-        return default
+        return MemoryType.SEMANTIC
 
 
-def _lenient_tags(value: object) -> list[str]:
+def tags_of(metadata: Mapping[str, JSON]) -> list[str]:
+    """An item's tags, normalized; anything malformed reads as no tags."""
+    value = metadata.get("tags")
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list):
