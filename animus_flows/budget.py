@@ -116,11 +116,21 @@ class TokenCounter:
         ```
     """
 
-    def __init__(self, encoding: str = "cl100k_base") -> None:
+    def __init__(self, encoding: str = "cl100k_base", *, cache_size: int = 8192) -> None:
         self.encoding_name = encoding
         self._encoding = load_encoding(encoding)
+        # The same memories are counted on every load and every phase, and a block's text only
+        # changes when its memory does: counts are cached by text (None: no cache).
+        self._count = (
+            functools.lru_cache(maxsize=cache_size)(self._encode_count)
+            if cache_size
+            else self._encode_count
+        )
 
     def count(self, text: str) -> int:
+        return self._count(text)
+
+    def _encode_count(self, text: str) -> int:
         # Special-token spellings inside memories are plain text, never control tokens.
         return len(self._encoding.encode_ordinary(text))
 

@@ -213,3 +213,13 @@ def test_candidates_too_long_for_the_room_left_are_not_encoded():
     assert all(d.tokens is None for d in result.dropped)
     # the small block, then the final check of the whole text: no huge block was encoded
     assert len(counter.seen) == 2
+
+
+def test_counts_are_cached_by_text_and_the_cache_can_be_off():
+    cached = TokenCounter("cl100k_base", cache_size=2)
+    for text in ["alpha beta", "alpha beta", "gamma", "alpha beta"]:
+        assert cached.count(text) == COUNTERS["cl100k_base"].count(text)
+    info = cached._count.cache_info()
+    assert (info.hits, info.misses, info.maxsize) == (2, 2, 2)
+    uncached = TokenCounter("cl100k_base", cache_size=0)
+    assert uncached.count("alpha beta") == 2 and not hasattr(uncached._count, "cache_info")

@@ -513,14 +513,13 @@ class AsyncMemoryLoader:
         return self._result(packed, selected)
 
     async def _fetch(self, store: MemoryStore, source: _Source, request: _Request) -> None:
-        filters: dict[str, JSON] = {
-            **EGRESS_FILTER,
-            "tier": metadata_filter("tier", [source.tier]),
-        }
-        if request.sectors is not None:
-            filters["memory_type"] = metadata_filter("memory_type", request.sectors)
+        # most selective first: SQLite checks the conditions in this order, row by row
+        filters: dict[str, JSON] = {"tier": metadata_filter("tier", [source.tier])}
         if request.tags:
             filters["tags"] = list(request.tags) if request.match == "any" else request.tags[0]
+        if request.sectors is not None:
+            filters["memory_type"] = metadata_filter("memory_type", request.sectors)
+        filters.update(EGRESS_FILTER)
         source.hits = await store.query(
             source.scope, request.text, top_k=source.top_k, filters=filters
         )
@@ -529,26 +528,32 @@ class AsyncMemoryLoader:
     async def _candidates(
         self, store: MemoryStore, sources: list[_Source], request: _Request
     ) -> list[Candidate]:
-        """Every fetched hit that passes the rules, own and shared interleaved."""
+        """Every fetched hit that passes the rules, own and shared interleaved.
+
+        Fields are read only when a rule needs them; the few memories selected are read in
+        full by `_result`.
+        """
         per_source = []
         for source in sources:
             kept = []
             for hit in source.hits:
                 # the store filtered already; these checks are the rule, not a hint
                 metadata = hit.metadata
-                if is_tombstone(metadata) or not is_egress_safe(metadata):
+                if (
+                    is_tombstone(metadata)
+                    or not is_egress_safe(metadata)
+                    or tier_of(metadata) != source.tier.value
+                ):
                     continue
-                if tier_of(metadata) != source.tier.value:
+                if request.sectors is not None and memory_type_of(metadata) not in request.sectors:
                     continue
-                memory_type = memory_type_of(metadata)
-                if request.sectors is not None and memory_type not in request.sectors:
+                if request.tags and not self._tags_match(tags_of(metadata), request):
                     continue
-                tags = tags_of(metadata)
-                if request.tags and not self._tags_match(tags, request):
-                    continue
-                created = stored_time(hit.value, "created_at")
+                created = None
                 if request.since is not None:
-                    created = created or await self._created_at(store, source.scope, hit.key)
+                    created = stored_time(hit.value, "created_at") or await self._created_at(
+                        store, source.scope, hit.key
+                    )
                     if created is None or created < request.since:
                         continue
                 kept.append(
@@ -558,13 +563,7 @@ class AsyncMemoryLoader:
                         content_of(hit.value),
                         hit.score,
                         source.tier.value,
-                        {
-                            "id": hit.key,
-                            "memory_type": memory_type,
-                            "tags": tuple(tags),
-                            "agent": source.agent,
-                            "created_at": created,
-                        },
+                        {"hit": hit, "agent": source.agent, "created_at": created},
                     )
                 )
             if request.since is not None:  # recent memories: newest first within each source
@@ -595,17 +594,18 @@ class AsyncMemoryLoader:
         memories = []
         for p in selected:
             about = p.candidate.metadata
+            hit: QueryHit = about["hit"]
             memories.append(
                 LoadedMemory(
-                    id=about["id"],
+                    id=hit.key,
                     content=p.candidate.text,
-                    memory_type=about["memory_type"],
+                    memory_type=memory_type_of(hit.metadata),
                     tier=MemoryTier(p.candidate.tier),
                     agent=about["agent"],
                     score=p.candidate.score,
                     tokens=p.tokens,
-                    tags=about["tags"],
-                    created_at=about["created_at"],
+                    tags=tuple(tags_of(hit.metadata)),
+                    created_at=about["created_at"] or stored_time(hit.value, "created_at"),
                 )
             )
         return memories, text, tokens
