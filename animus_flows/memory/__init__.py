@@ -11,7 +11,7 @@ Example:
     ```
 """
 
-from animus_flows.memory.layer import AsyncMemoryLayer, MemoryLayer, TierPolicy
+from animus_flows.memory.layer import AsyncMemoryLayer, MemoryLayer
 from animus_flows.memory.loader import (
     AGENT_SECTOR_PREFERENCES,
     AsyncMemoryLoader,
@@ -22,6 +22,7 @@ from animus_flows.memory.loader import (
     MemoryLoader,
 )
 from animus_flows.memory.records import Entity, Memory, MemoryTier, MemoryType, Sensitivity
+from animus_flows.memory.tiers import TierPolicy
 
 __all__ = [
     "AGENT_SECTOR_PREFERENCES",

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from animus_flows.memory.records import (
     to_store,
 )
 from animus_flows.memory.redaction import redact, redact_json, redaction_metadata
+from animus_flows.memory.tiers import TierPolicy, after_access, reviewed, shifted
 from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
 from animus_flows.stores.base import SyncStore, check_scope
 from animus_flows.sync import LoopRunner, blocking_method
@@ -56,26 +56,6 @@ _HEX = "0123456789abcdef"
 
 #: The score a memory gets in `recall` for being linked to an entity the query names.
 ENTITY_MATCH_SCORE = 0.5
-
-
-@dataclass(frozen=True)
-class TierPolicy:
-    """When `run_tier_review` moves memories between temperature tiers.
-
-    HOT memories idle (not recalled, not modified) for longer than `hot_idle` cool to WARM, WARM
-    ones idle longer than `warm_idle` to COLD. A WARM memory recalled `promote_after` times or
-    more, last within `hot_idle`, heats to HOT; a COLD one recalled within `hot_idle`, to WARM.
-    """
-
-    hot_idle: timedelta = timedelta(days=1)
-    warm_idle: timedelta = timedelta(days=30)
-    promote_after: int = 3
-
-    def __post_init__(self) -> None:
-        if self.hot_idle <= timedelta(0) or self.warm_idle <= timedelta(0):
-            raise InvalidRequest("tier policy idle times must be positive timedeltas")
-        if self.promote_after < 1:
-            raise InvalidRequest(f"promote_after {self.promote_after!r} must be >= 1")
 
 
 def resolve_store(store: object) -> MemoryStore:
@@ -588,12 +568,10 @@ class AsyncMemoryLayer:
 
     async def _shift(self, memory_id: str, step: int) -> bool:
         memory = await self.get_memory(memory_id)
-        if memory is None:
+        tier = None if memory is None else shifted(memory.tier, step)
+        if memory is None or tier is None:
             return False
-        rung = TIER_LADDER.index(memory.tier) + step
-        if not 0 <= rung < len(TIER_LADDER):
-            return False
-        memory.tier = TIER_LADDER[rung]
+        memory.tier = tier
         await self._write([memory])
         return True
 
@@ -604,28 +582,14 @@ class AsyncMemoryLayer:
             `(demoted_count, promoted_count)`.
         """
         now = now or utcnow()
-        policy = self.tier_policy
         demoted: list[Memory] = []
         promoted: list[Memory] = []
         for memory in _current(await self._scan()):
-            idle = now - (memory.last_accessed or memory.updated_at)
-            recently_used = memory.last_accessed is not None and idle <= policy.hot_idle
-            if memory.tier is MemoryTier.HOT and idle > policy.hot_idle:
-                memory.tier = MemoryTier.WARM
-                demoted.append(memory)
-            elif memory.tier is MemoryTier.WARM and idle > policy.warm_idle:
-                memory.tier = MemoryTier.COLD
-                demoted.append(memory)
-            elif (
-                memory.tier is MemoryTier.WARM
-                and recently_used
-                and memory.access_count >= policy.promote_after
-            ):
-                memory.tier = MemoryTier.HOT
-                promoted.append(memory)
-            elif memory.tier is MemoryTier.COLD and recently_used:
-                memory.tier = MemoryTier.WARM
-                promoted.append(memory)
+            tier = reviewed(memory, self.tier_policy, now)
+            if tier is not None:
+                hotter = TIER_LADDER.index(tier) > TIER_LADDER.index(memory.tier)
+                memory.tier = tier
+                (promoted if hotter else demoted).append(memory)
         await self._write(demoted + promoted)
         return len(demoted), len(promoted)
 
@@ -806,15 +770,7 @@ class AsyncMemoryLayer:
         """Count a recall: bump `access_count`, set `last_accessed`, move toward HOT."""
         now = utcnow()
         for memory in memories:
-            memory.access_count += 1
-            memory.last_accessed = now
-            if memory.tier is MemoryTier.COLD:
-                memory.tier = MemoryTier.WARM
-            elif (
-                memory.tier is MemoryTier.WARM
-                and memory.access_count >= self.tier_policy.promote_after
-            ):
-                memory.tier = MemoryTier.HOT
+            after_access(memory, self.tier_policy, now)
         await self._write(memories)
         return memories
 

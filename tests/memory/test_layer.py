@@ -372,13 +372,6 @@ def test_tier_review_demotes_stale_and_promotes_busy_memories(memory):
     }
 
 
-def test_tier_policy_is_validated():
-    with pytest.raises(InvalidRequest, match="promote_after 0 must be >= 1"):
-        TierPolicy(promote_after=0)
-    with pytest.raises(InvalidRequest, match="idle times must be positive"):
-        TierPolicy(hot_idle=timedelta(0))
-
-
 # -- egress ----------------------------------------------------------------------------------
 
 
