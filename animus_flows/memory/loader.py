@@ -182,6 +182,17 @@ def _sectors(sectors: Iterable[MemoryType | str] | None) -> tuple[MemoryType, ..
     return chosen
 
 
+def workflow_options(workflow: Any) -> dict[str, Any]:
+    """Loader options from a workflow file: each agent's `memory_loader:` budget and sectors,
+    and the file's token encoding."""
+    settings = {agent: config.memory_loader for agent, config in workflow.agents.items()}
+    return {
+        "budgets": {a: s.budget for a, s in settings.items() if s.budget is not None},
+        "sectors": {a: s.sectors for a, s in settings.items() if s.sectors},
+        "encoding": workflow.budget.encoding,
+    }
+
+
 def _count(name: str, value: object, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise InvalidRequest(f"{name} {value!r} must be an integer >= {least}")
@@ -197,7 +208,7 @@ class AsyncMemoryLoader:
         project_id: the project whose scopes are read.
         budgets: token budget per agent id (seed 002's `memoryBudget`); default 2000.
         sectors: memory types per agent id, replacing `AGENT_SECTOR_PREFERENCES` for those
-            agents; agents in neither get every type.
+            agents (None: every type); agents in neither get every type.
         timeout_ms: deadline of one load (seed 002's 500 ms safeguard); None for none.
         encoding: the tiktoken encoding that counts tokens.
 
@@ -239,15 +250,7 @@ class AsyncMemoryLoader:
     def from_workflow(cls, workflow: Any, store: object, **options: Any) -> AsyncMemoryLoader:
         """A loader for a workflow file's project, with each agent's `memory_loader:` budget
         and sectors and the file's token encoding."""
-        settings = {agent: config.memory_loader for agent, config in workflow.agents.items()}
-        return cls(
-            store,
-            workflow.project_id,
-            budgets={a: s.budget for a, s in settings.items() if s.budget is not None},
-            sectors={a: s.sectors for a, s in settings.items() if s.sectors},
-            encoding=workflow.budget.encoding,
-            **options,
-        )
+        return cls(store, workflow.project_id, **{**workflow_options(workflow), **options})
 
     def budget_for(self, agent_id: str) -> int:
         """The agent's configured budget, else 2000."""
@@ -643,10 +646,7 @@ class MemoryLoader:
     @classmethod
     def from_workflow(cls, workflow: Any, store: object, **options: Any) -> MemoryLoader:
         """See `AsyncMemoryLoader.from_workflow`."""
-        loader = cls.__new__(cls)
-        loader._async = AsyncMemoryLoader.from_workflow(workflow, store, **options)
-        loader._loop = LoopRunner()
-        return loader
+        return cls(store, workflow.project_id, **{**workflow_options(workflow), **options})
 
     load_for_agent = _blocking("load_for_agent")
     query_memories = _blocking("query_memories")
