@@ -22,7 +22,7 @@ from typing import Any, Literal
 from animus_flows.budget import BindingCaps, Candidate, PackResult, TokenCounter, pack
 from animus_flows.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
 from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, tier_of, warm_allowed
-from animus_flows.errors import InvalidRequest
+from animus_flows.errors import InvalidRequest, StoreUnavailable
 from animus_flows.memory.layer import resolve_store
 from animus_flows.memory.records import (
     MemoryTier,
@@ -455,7 +455,7 @@ class AsyncMemoryLoader:
     def _resolve(self) -> MemoryStore:
         if self._store is None:
             if self._store_source is None:
-                raise InvalidRequest(
+                raise StoreUnavailable(
                     f"no memory store configured for project {self.project_id!r}; pass a "
                     "store or a memory-store block to the loader"
                 )

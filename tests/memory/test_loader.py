@@ -399,7 +399,9 @@ def test_a_missing_store_is_an_error_status(tmp_path):
     with MemoryLoader(None, PROJECT) as loader:
         result = loader.load_for_agent("dev")
     assert (result.memories, result.metrics.status) == ([], "error")
-    assert "no memory store configured for project 'desk'" in result.metrics.detail
+    assert result.metrics.detail.startswith(
+        "StoreUnavailable: no memory store configured for project 'desk'"
+    )
     unusable = SQLiteMemoryStore(path=str(tmp_path))  # a folder: the block's store fails
     with MemoryLoader(unusable, PROJECT) as loader:
         assert loader.load_for_agent("dev").metrics.status == "error"
