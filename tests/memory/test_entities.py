@@ -68,3 +68,16 @@ def test_query_keys_cover_every_short_phrase_in_lowercase():
     assert "the" not in keys and "what" not in keys
     assert len(query_entity_keys("word " * 200)) == 3  # one key per phrase length: deduplicated
     assert len(query_entity_keys(" ".join(f"w{n}" for n in range(200)))) == 64
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Berlin is cold.", []),  # a sentence-initial name without a person verb
+        ("alice met bob", []),  # lowercase names
+        ("flew in from Berlin", [("Berlin", "person")]),  # a cue word guesses wrong
+        ("met Alice Bob today", [("Alice Bob", "unknown")]),  # adjacent names merge
+    ],
+)
+def test_the_documented_limits_hold(text, expected):
+    assert [(e.name, e.type) for e in extract_entities(text)] == expected
