@@ -116,11 +116,21 @@ class TokenCounter:
         ```
     """
 
-    def __init__(self, encoding: str = "cl100k_base") -> None:
+    def __init__(self, encoding: str = "cl100k_base", *, cache_size: int = 8192) -> None:
         self.encoding_name = encoding
         self._encoding = load_encoding(encoding)
+        # The same memories are counted on every load and every phase, and a block's text only
+        # changes when its memory does: counts are cached by text (None: no cache).
+        self._count = (
+            functools.lru_cache(maxsize=cache_size)(self._encode_count)
+            if cache_size
+            else self._encode_count
+        )
 
     def count(self, text: str) -> int:
+        return self._count(text)
+
+    def _encode_count(self, text: str) -> int:
         # Special-token spellings inside memories are plain text, never control tokens.
         return len(self._encoding.encode_ordinary(text))
 
@@ -290,11 +300,39 @@ def render_block(candidate: Candidate) -> str:
     return f"[{candidate.binding}/{candidate.key}] {body}\n"
 
 
+def min_tokens(block: str) -> int:
+    """A lower bound on the tokens of `block`, without encoding it: its space-separated words.
+
+    tiktoken's pre-tokenizer (cl100k_base and o200k_base) never puts a space inside a piece
+    except as the piece's first character or in an all-whitespace piece, so every word starts
+    its own piece and every piece is at least one token.
+    """
+    return sum(1 for word in block.split(" ") if word)
+
+
 def disclosure_order(candidates: Iterable[Candidate]) -> list[Candidate]:
     """HOT before WARM before COLD; within a tier, best score first."""
     return sorted(
         candidates, key=lambda c: (tier_rank(c.tier if c.tier in TIERS else "warm"), -c.score)
     )
+
+
+def _over(
+    tokens: int,
+    budget: int | None,
+    used: int,
+    phase_remaining: int | None,
+    flow_remaining: int | None,
+    total: int,
+) -> str | None:
+    """Which cap `tokens` more would break, or None when they fit."""
+    if budget is not None and used + tokens > budget:
+        return "over the binding budget"
+    if flow_remaining is not None and total + tokens > flow_remaining:
+        return "over the flow budget"
+    if phase_remaining is not None and total + tokens > phase_remaining:
+        return "over the phase budget"
+    return None
 
 
 def pack(
@@ -311,6 +349,10 @@ def pack(
     budget), then COLD where the binding lists it; best score first within a tier. A candidate
     that does not fit its binding's budget, the phase's or the flow's is skipped and a smaller
     one may still fit. Pure: no I/O, and the same inputs give the same result.
+
+    A candidate whose word count alone (`min_tokens`) exceeds the room left is skipped without
+    being encoded, so packing a long list into a small budget costs little; such drops carry
+    `tokens=None`.
     """
     selected: list[Packed] = []
     dropped: list[Dropped] = []
@@ -326,13 +368,15 @@ def pack(
             dropped.append(Dropped(candidate, "warm tier closed: 70% of the binding budget used"))
             continue
         block = render_block(candidate)
+        limits = (caps.budget_tokens, used, phase_remaining, flow_remaining, total)
+        reason = _over(min_tokens(block), *limits)
+        if reason is not None:
+            dropped.append(Dropped(candidate, reason))
+            continue
         tokens = counter.count(block)
-        if caps.budget_tokens is not None and used + tokens > caps.budget_tokens:
-            dropped.append(Dropped(candidate, "over the binding budget", tokens))
-        elif flow_remaining is not None and total + tokens > flow_remaining:
-            dropped.append(Dropped(candidate, "over the flow budget", tokens))
-        elif phase_remaining is not None and total + tokens > phase_remaining:
-            dropped.append(Dropped(candidate, "over the phase budget", tokens))
+        reason = _over(tokens, *limits)
+        if reason is not None:
+            dropped.append(Dropped(candidate, reason, tokens))
         else:
             selected.append(Packed(candidate, tokens, block))
             spent[candidate.binding] = used + tokens

@@ -218,16 +218,22 @@ def memory_put(
     workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Store a JSON value under a key."""
+    """Store a JSON value under a key; secrets in it are redacted first."""
+    from animus_flows.memory.redaction import redact_item
+
     parsed = _parse_json("--value", value)
     meta = _parse_json("--metadata", metadata, want_object=True) if metadata else None
+    before = (meta or {}).get("_redaction_count", 0)
+    parsed, meta = redact_item(parsed, meta)
+    redacted = (meta or {}).get("_redaction_count", 0) - before
     with _store(workflow_file, plugin) as (workflow, store):
         target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
         item = store.put(target, key, parsed, metadata=meta, ttl_seconds=ttl)
     if as_json:
         _print_json(item.to_json())
-    else:
-        typer.echo(f"stored {key!r} in {target}")
+        return
+    note = f" ({redacted} secret(s) redacted)" if redacted else ""
+    typer.echo(f"stored {key!r} in {target}{note}")
 
 
 @memory_app.command("get")
@@ -328,6 +334,64 @@ def memory_prune(
         _print_json({"would_delete": count} if dry_run else {"deleted": count})
     else:
         typer.echo(f"{'would delete' if dry_run else 'deleted'} {count} item(s) in {target}")
+
+
+@memory_app.command("export")
+@handles_errors
+def memory_export(
+    scope: ScopeOpt,
+    plugin: PluginOpt = None,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the export here instead of to stdout."),
+    ] = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export every memory of one scope as a JSON document (stdout, or --output FILE)."""
+    from animus_flows.cli_support import open_cli_layer
+    from animus_flows.memory.export import write_atomically
+
+    with open_cli_layer(workflow_file, plugin, scope, project_id, agent_id, task_id) as layer:
+        text = layer.export_memories()
+        target = layer.scope
+    if output is None:
+        typer.echo(text)  # the export is itself one JSON document, with or without --json
+        return
+    write_atomically(output, lambda raw: raw.write(text.encode("utf-8")))
+    count = json.loads(text)["count"]
+    if as_json:
+        _print_json({"exported": count, "path": str(output)})
+    else:
+        typer.echo(f"exported {count} memories from {target} to {output}")
+
+
+@memory_app.command("import")
+@handles_errors
+def memory_import(
+    path: Annotated[Path, typer.Argument(help="An export file (`-` reads stdin).")],
+    scope: ScopeOpt,
+    plugin: PluginOpt = None,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import an export into one scope; all-or-nothing, and idempotent on memory ids."""
+    from animus_flows.cli_support import open_cli_layer, read_input
+
+    text = read_input(path)
+    with open_cli_layer(workflow_file, plugin, scope, project_id, agent_id, task_id) as layer:
+        count = layer.import_memories(text)
+        target = layer.scope
+    if as_json:
+        _print_json({"imported": count})
+    else:
+        typer.echo(f"imported {count} memories into {target}")
 
 
 def main() -> None:

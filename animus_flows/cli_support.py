@@ -1,4 +1,5 @@
-"""What the CLI needs beyond parsing: opening the chosen store and building scopes from flags."""
+"""What the CLI needs beyond parsing: opening the chosen store or memory layer, building scopes
+from flags, reading input files."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 from animus_flows.config.loader import load_workflow
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import ConfigError
+from animus_flows.memory.layer import MemoryLayer
 from animus_flows.plugins import PluginRegistry
-from animus_flows.protocol import Scope
+from animus_flows.protocol import MemoryStore, Scope
 from animus_flows.stores.base import SyncStore
 from animus_flows.sync import LoopRunner
 
@@ -37,24 +39,37 @@ def scope_from_flags(
     return Scope(project_id, agent_id if kind == "agent" else None, task_id)
 
 
-@contextmanager
-def open_cli_store(
-    workflow_file: Path, plugin: str | None
-) -> Iterator[tuple[WorkflowFile, SyncStore]]:
-    """The workflow and a blocking store for `--plugin`, closed afterwards."""
+def _open_workflow(workflow_file: Path) -> WorkflowFile:
     if not workflow_file.exists():
         raise ConfigError(
             f"no workflow file {workflow_file}; pass --workflow-file PATH to the file "
             "that declares your stores"
         )
-    workflow = load_workflow(workflow_file)
-    registry = PluginRegistry(workflow)
+    return load_workflow(workflow_file)
+
+
+def choose_store(workflow: WorkflowFile, plugin: str | None) -> MemoryStore:
+    """The store `--plugin` names (or the only one there is), per `PluginRegistry.choose`.
+
+    Stores open lazily, so the caller may use the store on its own event loop.
+    """
     loop = LoopRunner()
     try:
-        _, store = loop.run(registry.choose(plugin), await_form="await registry.choose(...)")
+        _, store = loop.run(
+            PluginRegistry(workflow).choose(plugin), await_form="await registry.choose(...)"
+        )
     finally:
         loop.close()
-    sync = SyncStore(store)
+    return store
+
+
+@contextmanager
+def open_cli_store(
+    workflow_file: Path, plugin: str | None
+) -> Iterator[tuple[WorkflowFile, SyncStore]]:
+    """The workflow and a blocking store for `--plugin`, closed afterwards."""
+    workflow = _open_workflow(workflow_file)
+    sync = SyncStore(choose_store(workflow, plugin))
     try:
         yield workflow, sync
     finally:
@@ -121,3 +136,42 @@ def preflight_text(report: dict[str, Any]) -> str:
     for warning in report["warnings"]:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+@contextmanager
+def open_cli_layer(
+    workflow_file: Path,
+    plugin: str | None,
+    kind: str,
+    project_id: str | None,
+    agent_id: str | None,
+    task_id: str | None,
+) -> Iterator[MemoryLayer]:
+    """The memory layer over `--plugin` in the scope the flags name; the store is closed after.
+
+    The layer runs the store on its own event loop, so the store is opened, used and closed on
+    that one loop (plugin processes and HTTP pools are loop-bound).
+    """
+    workflow = _open_workflow(workflow_file)
+    scope = scope_from_flags(kind, project_id or workflow.project_id, agent_id, task_id)
+    layer = MemoryLayer(choose_store(workflow, plugin), scope)
+    try:
+        yield layer
+    finally:
+        layer.close(close_store=True)
+
+
+def read_input(path: Path) -> str:
+    """The text of an input file named on the command line; `-` reads standard input."""
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; pass the path of a memory export") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder; pass the path of a memory export") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; pass a JSON memory export") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None

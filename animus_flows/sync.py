@@ -8,8 +8,9 @@ block the loop and nothing else runs, so the caller is told to `await` instead.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -38,3 +39,18 @@ class LoopRunner:
     def close(self) -> None:
         with self._lock:
             self._runner.close()
+
+
+def blocking_method(name: str, async_method: Callable[..., Any], *, await_form: str) -> Any:
+    """A blocking method that runs `self._async.<name>(...)` on `self._loop` (a LoopRunner).
+
+    Facades declare one per async method, so the async class is the only implementation; the
+    blocking one keeps its signature and docstring for `help()` and editors.
+    """
+
+    @functools.wraps(async_method)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        coro = getattr(self._async, name)(*args, **kwargs)
+        return self._loop.run(coro, await_form=await_form)
+
+    return method

@@ -14,6 +14,7 @@ from animus_flows.budget import (
     Candidate,
     TokenBudget,
     TokenCounter,
+    min_tokens,
     pack,
     render_block,
 )
@@ -173,3 +174,57 @@ def test_packed_text_never_exceeds_any_cap_and_deducted_equals_counted(
             "".join(p.block for p in result.selected if p.candidate.binding == name)
         )
     assert len(result.selected) + len(result.dropped) == len(candidates)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.text(min_size=1, max_size=20),
+    text=st.text(max_size=200),
+    encoding=st.sampled_from(sorted(COUNTERS)),
+)
+def test_the_word_count_never_exceeds_the_token_count(key, text, encoding):
+    block = render_block(Candidate("binding", key, text, 1.0))
+    assert min_tokens(block) <= COUNTERS[encoding].count(block)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a b", "!! ??", "don't  stop", " x\ty\n", "1 23 456 7890", "東京 café", "a\x1cb c", "-- --"],
+)
+@pytest.mark.parametrize("encoding", sorted(COUNTERS))
+def test_the_word_count_bound_on_tricky_spacing(text, encoding):
+    assert min_tokens(text) <= COUNTERS[encoding].count(text)
+
+
+class CountingCounter(TokenCounter):
+    """A real counter that also remembers what it was asked to encode."""
+
+    def __init__(self) -> None:
+        super().__init__("cl100k_base")
+        self.seen: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.seen.append(text)
+        return super().count(text)
+
+
+def test_candidates_too_long_for_the_room_left_are_not_encoded():
+    counter = CountingCounter()
+    small = _cand("a", "small", "fits easily", 0.9)
+    huge = [_cand("a", f"huge{n}", "word " * 400, 0.5) for n in range(50)]
+    result = pack([small, *huge], {"a": BindingCaps(100)}, counter)
+    assert [p.candidate.key for p in result.selected] == ["small"]
+    assert {d.reason for d in result.dropped} == {"over the binding budget"}
+    assert all(d.tokens is None for d in result.dropped)
+    # the small block, then the final check of the whole text: no huge block was encoded
+    assert len(counter.seen) == 2
+
+
+def test_counts_are_cached_by_text_and_the_cache_can_be_off():
+    cached = TokenCounter("cl100k_base", cache_size=2)
+    for text in ["alpha beta", "alpha beta", "gamma", "alpha beta"]:
+        assert cached.count(text) == COUNTERS["cl100k_base"].count(text)
+    info = cached._count.cache_info()
+    assert (info.hits, info.misses, info.maxsize) == (2, 2, 2)
+    uncached = TokenCounter("cl100k_base", cache_size=0)
+    assert uncached.count("alpha beta") == 2 and not hasattr(uncached._count, "cache_info")

@@ -160,10 +160,28 @@ class CommandRunner(Model):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+class MemoryLoaderConfig(Model):
+    """The memory loader's settings for one agent (seed 002); every field is optional."""
+
+    budget: int | None = Field(
+        None,
+        ge=0,
+        description="Token budget of one memory load for this agent (seed 002's memoryBudget); "
+        "default 2000.",
+    )
+    sectors: list[MemoryTypeName] | None = Field(
+        None,
+        min_length=1,
+        description="Memory types the loader brings this agent (seed 002's sectors); default by "
+        "role for dev, qa, architect, pm, po and sm, else every type.",
+    )
+
+
 class AgentConfig(Model):
     runner: str | CommandRunner = "animus_flows.runners:echo"
     memory: ScratchpadConfig = ScratchpadConfig()
     memory_bindings: list[MemoryBinding] = Field(default_factory=list)
+    memory_loader: MemoryLoaderConfig = MemoryLoaderConfig()
 
     @field_validator("runner")
     @classmethod

@@ -8,7 +8,8 @@ an id can leak items across scopes (the id is a number; the terms come from our 
 own a contiguous row-id range per scope (`scope_id << 32 | n`) for fast counts and deletes.
 Terms found in more than half of a scope's items carry no signal there and are left out of
 the match (stopwords, learned per scope), and the rarest terms go first so a query scores a
-bounded number of candidates however large the scope. WAL and a busy timeout let several processes write.
+bounded number of candidates however large the scope. WAL and a busy timeout let several
+processes write.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from animus_flows.stores.text import query_terms, terms
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MAX_QUERY_TOP_K = 1000
 MAX_QUERY_TERMS = 32
 MAX_CANDIDATES = 1000  # items a query may score; see choose_terms
@@ -71,12 +72,17 @@ CREATE TABLE IF NOT EXISTS items (
     UNIQUE (scope_id, key)
 );
 CREATE INDEX IF NOT EXISTS items_by_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_by_recency ON items (scope_id, updated_at, id);
 CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, tokenize = 'ascii');
 CREATE VIRTUAL TABLE IF NOT EXISTS items_vocab USING fts5vocab(items_fts, 'row');
 """
 
 # Each entry upgrades the schema from version N-1 to N; later issues append here.
-_MIGRATIONS: dict[int, str] = {}
+_MIGRATIONS: dict[int, str] = {
+    # Listing a scope newest first (empty query text) walks this index and stops at top_k
+    # matches, instead of sorting the whole scope: the memory loader lists scopes per load.
+    2: "CREATE INDEX IF NOT EXISTS items_by_recency ON items (scope_id, updated_at, id)",
+}
 
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
 
@@ -157,6 +163,19 @@ def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
             params.append(name)
         clauses.append("(" + " OR ".join(alternatives) + ")")
     return " AND " + " AND ".join(clauses), params
+
+
+def listing_statement(where: str) -> str:
+    """The SQL that lists one scope newest first (empty query text), with `where` conditions.
+
+    Parameters: scope id, the scope's id range, now, the filter parameters, top_k. Naming
+    `scope_id` lets SQLite walk `items_by_recency` in order and stop at top_k matches.
+    """
+    return (
+        "SELECT i.key, i.value, i.metadata, NULL FROM items i"
+        f" WHERE i.scope_id = ? AND i.id BETWEEN ? AND ? AND {_LIVE}{where}"
+        " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?"
+    )
 
 
 def bm25_score(rank: float) -> float:
@@ -514,10 +533,7 @@ class SQLiteStore(BaseStore):
             now = utcnow().timestamp()
             if not text.strip():
                 return conn.execute(
-                    "SELECT i.key, i.value, i.metadata, NULL FROM items i"
-                    f" WHERE i.id BETWEEN ? AND ? AND {_LIVE}{where}"
-                    " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?",
-                    (*id_range(scope_id), now, *params, top_k),
+                    listing_statement(where), (scope_id, *id_range(scope_id), now, *params, top_k)
                 ).fetchall()
             scoped = [f"{scope_id}x{word}" for word in words]
             if not scoped:

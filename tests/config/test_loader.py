@@ -297,3 +297,24 @@ def test_json_schema_describes_the_file():
     assert schema["title"].startswith("animus-flows workflow file")
     assert {"version", "stores", "agents", "workflows", "budget"} <= set(schema["properties"])
     assert schema["additionalProperties"] is False
+
+
+def test_an_agent_may_set_its_memory_loader_budget_and_sectors():
+    workflow = parse_workflow(
+        "version: 1\nagents:\n  dev: {memory_loader: {budget: 3000, sectors: [procedural]}}\n"
+        "  qa: {}\n",
+        "w.yaml",
+    )
+    assert workflow.agents["dev"].memory_loader.budget == 3000
+    assert workflow.agents["dev"].memory_loader.sectors == ["procedural"]
+    assert workflow.agents["qa"].memory_loader.budget is None
+    with pytest.raises(ConfigError) as caught:
+        parse_workflow(
+            "version: 1\nagents:\n  dev:\n    memory_loader: {budget: -1, sector: [x]}\n",
+            "w.yaml",
+        )
+    assert str(caught.value).splitlines() == [
+        "w.yaml:4:29: agents.dev.memory_loader.budget: must be >= 0, got -1",
+        "w.yaml:4:33: agents.dev.memory_loader.sector: unknown key 'sector'; "
+        "did you mean 'sectors'?",
+    ]

@@ -17,6 +17,7 @@ from animus_flows.stores.sqlite import (
     choose_terms,
     filter_clause,
     id_range,
+    listing_statement,
     match_expression,
     scoped_terms,
 )
@@ -120,6 +121,42 @@ def test_a_newer_schema_is_refused(tmp_path):
     conn.close()
     with SyncStore(SQLiteStore(path)) as store, pytest.raises(StoreUnavailable, match="upgrade"):
         store.get(Scope("p"), "k")
+
+
+def test_a_version_1_file_is_migrated_to_the_recency_index(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "old", "written before the upgrade")
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX items_by_recency")
+    conn.execute("UPDATE animus_meta SET value = '1' WHERE name = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "new", "written after")
+        assert [hit.key for hit in store.query(Scope("p"), "")] == ["new", "old"]
+    conn = sqlite3.connect(path)
+    indexes = {row[1] for row in conn.execute("PRAGMA index_list(items)")}
+    (version,) = conn.execute(
+        "SELECT value FROM animus_meta WHERE name = 'schema_version'"
+    ).fetchone()
+    conn.close()
+    assert "items_by_recency" in indexes and version == str(SCHEMA_VERSION) == "2"
+
+
+def test_listing_a_scope_walks_the_recency_index_instead_of_sorting(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", "v", metadata={"tier": "hot"})
+    where, params = filter_clause({"tier": ["hot", None]})
+    conn = sqlite3.connect(path)
+    plan = conn.execute(
+        f"EXPLAIN QUERY PLAN {listing_statement(where)}", (1, *id_range(1), 0.0, *params, 8)
+    ).fetchall()
+    conn.close()
+    details = " | ".join(row[-1] for row in plan)
+    assert "USING INDEX items_by_recency" in details
+    assert "TEMP B-TREE" not in details
 
 
 def test_data_survives_reopening(tmp_path):

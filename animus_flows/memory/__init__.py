@@ -1,0 +1,43 @@
+"""The memory layer (seed 003) and the memory loader (seed 002), on top of any memory store.
+
+Example:
+    ```python
+    from animus_flows.memory import MemoryLayer, MemoryType
+    from animus_flows.protocol import Scope
+    from animus_flows.stores import SQLiteStore
+
+    memory = MemoryLayer(SQLiteStore(".animus/memory.db"), Scope("demo", agent_id="dev"))
+    memory.remember("Run the suite with make test", MemoryType.PROCEDURAL, tags=["testing"])
+    ```
+"""
+
+from animus_flows.memory.layer import AsyncMemoryLayer, MemoryLayer
+from animus_flows.memory.loader import (
+    AGENT_SECTOR_PREFERENCES,
+    AsyncMemoryLoader,
+    LoadedMemory,
+    LoadMetadata,
+    LoadMetrics,
+    LoadResult,
+    MemoryLoader,
+)
+from animus_flows.memory.records import Entity, Memory, MemoryTier, MemoryType, Sensitivity
+from animus_flows.memory.tiers import TierPolicy
+
+__all__ = [
+    "AGENT_SECTOR_PREFERENCES",
+    "AsyncMemoryLayer",
+    "AsyncMemoryLoader",
+    "Entity",
+    "LoadMetadata",
+    "LoadMetrics",
+    "LoadResult",
+    "LoadedMemory",
+    "Memory",
+    "MemoryLayer",
+    "MemoryLoader",
+    "MemoryTier",
+    "MemoryType",
+    "Sensitivity",
+    "TierPolicy",
+]

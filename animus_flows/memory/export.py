@@ -1,0 +1,179 @@
+"""The export document, its strict parser, and ZIP backups: pure functions plus one file write.
+
+An export is one JSON document::
+
+    {"format": "animus-memories", "version": 1, "exported_at": "...", "scope": {...},
+     "count": N, "memories": [<Memory.to_json()>, ...]}
+
+`parse_export` accepts that document or a bare list of records and validates every record
+before anything is written, so a bad import changes nothing. A record without `provenance` gets
+`import`; one with it keeps it, so a restored backup is faithful.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from animus_flows import __version__
+from animus_flows.errors import InvalidRequest
+from animus_flows.memory.records import Memory
+from animus_flows.protocol import JSON, Scope, utcnow
+
+EXPORT_FORMAT = "animus-memories"
+EXPORT_VERSION = 1
+BACKUP_EXPORT_NAME = "memories.json"
+BACKUP_MANIFEST_NAME = "manifest.json"
+
+
+def export_document(
+    memories: Iterable[Memory], scope: Scope, *, exported_at: datetime | None = None
+) -> dict[str, JSON]:
+    """The export of `memories` from `scope`, oldest first."""
+    records = sorted(memories, key=lambda m: (m.created_at, m.version, m.id))
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": (exported_at or utcnow()).isoformat(),
+        "scope": scope.to_json(),
+        "count": len(records),
+        "memories": [memory.to_json() for memory in records],
+    }
+
+
+def dumps(document: Mapping[str, JSON]) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def canonical_id(value: object, where: str) -> str:
+    """A memory id as the layer writes it: a UUID in lowercase hyphenated form."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise InvalidRequest(
+            f"{where}: id {value!r} is not a UUID; memory ids look like "
+            "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c"
+        ) from None
+
+
+def parse_export(text: str | bytes) -> list[Memory]:
+    """Every memory in an export, validated; raises on the first problem, naming where it is.
+
+    Raises:
+        InvalidRequest: the text is not JSON, not an export, or a record is malformed.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"import data is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            "pass the output of export_memories or `animus memory export`"
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidRequest("import data is not UTF-8 text; pass a JSON export") from None
+    if isinstance(data, dict):
+        if data.get("format") != EXPORT_FORMAT:
+            raise InvalidRequest(
+                f"import data has format {data.get('format')!r}, not {EXPORT_FORMAT!r}; "
+                "pass the output of export_memories or a JSON list of memory records"
+            )
+        if data.get("version") != EXPORT_VERSION:
+            raise InvalidRequest(
+                f"import data is export version {data.get('version')!r}; this animus-flows "
+                f"reads version {EXPORT_VERSION}"
+            )
+        records = data.get("memories")
+    else:
+        records = data
+    if not isinstance(records, list):
+        raise InvalidRequest(
+            "import data has no list of memories; pass an export document or a JSON list"
+        )
+    memories: list[Memory] = []
+    seen: dict[str, int] = {}
+    for index, record in enumerate(records):
+        where = f"memories[{index}]"
+        if isinstance(record, Mapping) and "id" in record:
+            record = {"provenance": "import", **record, "id": canonical_id(record["id"], where)}
+            if record.get("parent_id") is not None:
+                record["parent_id"] = canonical_id(record["parent_id"], f"{where}.parent_id")
+        memory = Memory.from_json(record, where=where)
+        if memory.id in seen:
+            raise InvalidRequest(
+                f"{where}: id {memory.id} repeats memories[{seen[memory.id]}]; "
+                "each memory appears once in an import"
+            )
+        seen[memory.id] = index
+        memories.append(memory)
+    return memories
+
+
+def manifest(export_text: str, document: Mapping[str, JSON]) -> dict[str, JSON]:
+    """What a backup holds, so a restore can check it before trusting it."""
+    return {
+        "format": "animus-memories-backup",
+        "version": EXPORT_VERSION,
+        "created_at": utcnow().isoformat(),
+        "animus_flows_version": __version__,
+        "scope": document["scope"],
+        "count": document["count"],
+        "files": {
+            BACKUP_EXPORT_NAME: {
+                "sha256": hashlib.sha256(export_text.encode("utf-8")).hexdigest(),
+                "bytes": len(export_text.encode("utf-8")),
+            }
+        },
+    }
+
+
+def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> Path:
+    """Create or replace `path` with what `write` puts in a file object: a reader sees the old
+    file or the complete new one, never a partial one."""
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidRequest(f"{target} is a folder; pass a file name")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as raw:
+            write(raw)
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_backup(
+    path: str | os.PathLike[str], export_text: str, document: Mapping[str, JSON]
+) -> Path:
+    """Write a ZIP backup (the export and a manifest) to `path`, atomically."""
+
+    def write(raw: BinaryIO) -> None:
+        with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(BACKUP_EXPORT_NAME, export_text)
+            zf.writestr(BACKUP_MANIFEST_NAME, dumps(manifest(export_text, document)))
+
+    return write_atomically(path, write)
+
+
+def read_backup(path: str | os.PathLike[str]) -> str:
+    """The export text inside a backup, after checking it against the manifest."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            export_text = zf.read(BACKUP_EXPORT_NAME).decode("utf-8")
+            recorded = json.loads(zf.read(BACKUP_MANIFEST_NAME))
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError) as exc:
+        raise InvalidRequest(f"{path} is not a readable memory backup ({exc})") from None
+    expected = recorded.get("files", {}).get(BACKUP_EXPORT_NAME, {}).get("sha256")
+    if hashlib.sha256(export_text.encode("utf-8")).hexdigest() != expected:
+        raise InvalidRequest(f"{path}: {BACKUP_EXPORT_NAME} does not match its manifest checksum")
+    return export_text

@@ -1,0 +1,929 @@
+"""The memory layer of seed 003 over any `MemoryStore`: one scope's memories as records.
+
+`AsyncMemoryLayer` is the implementation; `MemoryLayer` is its blocking facade. Everything goes
+through the five protocol methods, so the layer runs on every store. Three protocol limits shape
+it, each documented in docs/memory.md:
+
+- No list method: a scope is enumerated with empty-text queries (newest first), sliced by the
+  `_bucket` metadata key (the id's first two characters) when it holds more than the store's
+  `max_query_top_k` items; a slice that is still too large is reported, never silently cut.
+- No single-item delete: `forget` overwrites the memory with an empty, SECRET tombstone that
+  expires after one second.
+- No transactions across calls: read-modify-write updates (access counts, tags) are last
+  writer wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from animus_flows.disclosure import EGRESS_FILTER
+from animus_flows.errors import InvalidRequest, StoreError
+from animus_flows.memory.entities import extract_entities, query_entity_keys
+from animus_flows.memory.export import dumps, export_document, parse_export, write_backup
+from animus_flows.memory.records import (
+    BUCKET_KEY,
+    DELETED_KEY,
+    ENTITIES_KEY,
+    REDACTION_KEYS,
+    TIER_LADDER,
+    Memory,
+    MemoryTier,
+    MemoryType,
+    Sensitivity,
+    bucket_of,
+    check_user_metadata,
+    entity_key,
+    from_store,
+    is_tombstone,
+    metadata_filter,
+    normalize_tag,
+    normalize_tags,
+    stored_time,
+    to_store,
+)
+from animus_flows.memory.redaction import redact, redact_json, redaction_metadata
+from animus_flows.memory.tiers import TierPolicy, after_access, reviewed, shifted
+from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
+from animus_flows.stores.base import SyncStore, check_scope
+from animus_flows.sync import LoopRunner, blocking_method
+
+_HEX = "0123456789abcdef"
+
+#: The score a memory gets in `recall` for being linked to an entity the query names.
+ENTITY_MATCH_SCORE = 0.5
+
+
+def resolve_store(store: object) -> MemoryStore:
+    """The async store behind `store`: a `MemoryStore`, a memory-store Block (`get_store()`),
+    or a `SyncStore` facade (its wrapped store)."""
+    if isinstance(store, SyncStore):
+        return store.store
+    get_store = getattr(store, "get_store", None)
+    if callable(get_store):
+        store = get_store()
+    if not isinstance(store, MemoryStore):
+        raise InvalidRequest(
+            f"store {store!r} is not a memory store; pass a MemoryStore (e.g. SQLiteStore) "
+            "or a memory-store block such as SQLiteMemoryStore"
+        )
+    return store
+
+
+def _one(kind: Any, value: object, name: str) -> Any:
+    try:
+        return kind(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        choices = ", ".join(member.value for member in kind)
+        raise InvalidRequest(f"{name} {value!r} is not one of {choices}") from None
+
+
+def _limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidRequest(f"limit {limit!r} must be an integer >= 1")
+    return limit
+
+
+def _id(memory_id: object) -> str:
+    if not isinstance(memory_id, str) or not memory_id.strip():
+        raise InvalidRequest(f"memory id {memory_id!r} must be a non-empty string (or prefix)")
+    return memory_id.strip()
+
+
+def describe_changes(parent: Memory, child: Memory) -> str:
+    """What changed between two versions, in words, for `update_with_version`."""
+    parts = []
+    if child.content != parent.content:
+        parts.append("content updated")
+    added = [tag for tag in child.tags if tag not in parent.tags]
+    removed = [tag for tag in parent.tags if tag not in child.tags]
+    if added:
+        parts.append("tags added: " + ", ".join(added))
+    if removed:
+        parts.append("tags removed: " + ", ".join(removed))
+    before = {k: v for k, v in parent.metadata.items() if k not in REDACTION_KEYS}
+    after = {k: v for k, v in child.metadata.items() if k not in REDACTION_KEYS}
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        parts.append("metadata changed: " + ", ".join(changed))
+    summary = "; ".join(parts) or "no changes"
+    return f"v{child.version}: {summary[0].upper()}{summary[1:]}"
+
+
+class AsyncMemoryLayer:
+    """Seed 003's memory layer for one scope, on any memory store; every method is a coroutine.
+
+    Args:
+        store: a `MemoryStore`, or a memory-store Block (its `get_store()` is used).
+        scope: the scope the memories live in; `Scope(project_id)` is the shared project scope,
+            `Scope(project_id, agent_id=...)` an agent's own.
+        entities: seed 003's `entities.enabled`: extract entities from content on every write,
+            link memories to them, and let `recall` match them.
+        tier_policy: idle times and the access threshold of temperature tiers.
+
+    Example:
+        ```python
+        from animus_flows.memory import AsyncMemoryLayer
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore
+
+        memory = AsyncMemoryLayer(SQLiteStore(".animus/memory.db"), Scope("demo"))
+        await memory.remember("User prefers dark mode", tags=["preference", "ui"])
+        hits = await memory.recall("dark mode")
+        ```
+    """
+
+    def __init__(
+        self,
+        store: object,
+        scope: Scope,
+        *,
+        entities: bool = False,
+        tier_policy: TierPolicy | None = None,
+    ) -> None:
+        self.store = resolve_store(store)
+        self.scope = check_scope(scope)
+        self.entities_enabled = bool(entities)
+        self.tier_policy = tier_policy or TierPolicy()
+        self._agent = scope.agent_id or "shared"
+
+    @property
+    def _cap(self) -> int:
+        return self.store.capabilities.max_query_top_k
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.scope} on {self.store!r}>"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    async def remember(
+        self,
+        content: str,
+        memory_type: MemoryType | str = MemoryType.SEMANTIC,
+        metadata: dict[str, JSON] | None = None,
+        tags: Sequence[str] | None = None,
+        source: str = "stated",
+        confidence: float = 1.0,
+        subtype: str | None = None,
+        provenance: str = "direct",
+        sensitivity: Sensitivity | str = Sensitivity.PUBLIC,
+        tier: MemoryTier | str = MemoryTier.WARM,
+    ) -> Memory:
+        """Store a new memory; secrets in it are redacted first.
+
+        Returns:
+            The stored `Memory`, with its generated id and timestamps.
+        """
+        memory = Memory(
+            content=content,
+            memory_type=memory_type,
+            metadata=check_user_metadata(metadata),
+            tags=list(tags or []),
+            source=source,
+            confidence=confidence,
+            subtype=subtype,
+            provenance=provenance,
+            sensitivity=sensitivity,
+            tier=tier,
+        )
+        self._ingest(memory)
+        await self._write([memory])
+        return memory
+
+    async def remember_fact(
+        self,
+        subject: str,
+        predicate: str,
+        obj: str,
+        *,
+        category: str | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: dict[str, JSON] | None = None,
+        source: str = "stated",
+        confidence: float = 1.0,
+        provenance: str = "direct",
+        sensitivity: Sensitivity | str = Sensitivity.PUBLIC,
+        tier: MemoryTier | str = MemoryTier.WARM,
+    ) -> Memory:
+        """Store a subject-predicate-object fact as a SEMANTIC memory.
+
+        The content reads "subject predicate obj"; the parts are kept in metadata (`subject`,
+        `predicate`, `object`) and `category` becomes the subtype (default `fact`).
+
+        Example:
+            ```python
+            memory.remember_fact("User", "prefers", "dark mode", category="preference")
+            ```
+        """
+        parts = {"subject": subject, "predicate": predicate, "object": obj}
+        for name, part in parts.items():
+            if not isinstance(part, str) or not part.strip():
+                raise InvalidRequest(f"fact {name} {part!r} must be non-empty text")
+        return await self.remember(
+            f"{subject.strip()} {predicate.strip()} {obj.strip()}",
+            MemoryType.SEMANTIC,
+            {**check_user_metadata(metadata), **parts},
+            tags,
+            source,
+            confidence,
+            category or "fact",
+            provenance,
+            sensitivity,
+            tier,
+        )
+
+    async def remember_procedure(
+        self,
+        name: str,
+        trigger: str,
+        steps: Sequence[str],
+        *,
+        tags: Sequence[str] | None = None,
+        metadata: dict[str, JSON] | None = None,
+        source: str = "stated",
+        confidence: float = 1.0,
+        provenance: str = "direct",
+        sensitivity: Sensitivity | str = Sensitivity.PUBLIC,
+        tier: MemoryTier | str = MemoryTier.WARM,
+    ) -> Memory:
+        """Store a workflow as a PROCEDURAL memory (subtype `workflow`).
+
+        The content lists the name, the trigger and the numbered steps; the parts are kept in
+        metadata (`procedure`, `trigger`, `steps`).
+
+        Example:
+            ```python
+            memory.remember_procedure("morning-routine", "waking up",
+                                      ["check email", "review calendar", "plan day"])
+            ```
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidRequest(f"procedure name {name!r} must be non-empty text")
+        if not isinstance(trigger, str) or not trigger.strip():
+            raise InvalidRequest(f"procedure trigger {trigger!r} must be non-empty text")
+        if isinstance(steps, str) or not steps or not all(isinstance(s, str) for s in steps):
+            raise InvalidRequest(f"procedure steps {steps!r} must be a non-empty list of text")
+        numbered = "\n".join(f"{n}. {step.strip()}" for n, step in enumerate(steps, 1))
+        return await self.remember(
+            f"Procedure: {name.strip()}\nTrigger: {trigger.strip()}\nSteps:\n{numbered}",
+            MemoryType.PROCEDURAL,
+            {
+                **check_user_metadata(metadata),
+                "procedure": name,
+                "trigger": trigger,
+                "steps": list(steps),
+            },
+            tags,
+            source,
+            confidence,
+            "workflow",
+            provenance,
+            sensitivity,
+            tier,
+        )
+
+    async def update_memory(self, memory: Memory) -> bool:
+        """Write `memory` over the stored memory with its id, in place; sets `updated_at`.
+
+        The passed object is updated too (timestamp, redacted text, entities). Returns False
+        when no memory has that id.
+        """
+        if not isinstance(memory, Memory):
+            raise InvalidRequest(f"update_memory takes a Memory, not {type(memory).__name__}")
+        if await self._get(memory.id) is None:
+            return False
+        memory.updated_at = utcnow()
+        self._ingest(memory)
+        await self._write([memory])
+        return True
+
+    async def update_with_version(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: dict[str, JSON] | None = None,
+        change_summary: str | None = None,
+        provenance: str = "direct",
+    ) -> Memory | None:
+        """Store a new version of a memory instead of changing it; the old one is kept.
+
+        The new memory gets a new id, `version` + 1, `parent_id` = the old id, and a generated
+        `change_summary` when none is given. `None` keeps the parent's content, tags or
+        metadata. The parent moves to the COLD tier: it is history now, and `recall` returns
+        only the newest version. Returns None when `memory_id` matches nothing.
+        """
+        parent = await self.get_memory(memory_id)
+        if parent is None:
+            return None
+        user_metadata = (
+            {k: v for k, v in parent.metadata.items() if k not in REDACTION_KEYS}
+            if metadata is None
+            else check_user_metadata(metadata)
+        )
+        if content is None:  # the inherited text was redacted already; keep its record
+            user_metadata.update(
+                {k: parent.metadata[k] for k in REDACTION_KEYS if k in parent.metadata}
+            )
+        child = Memory(
+            content=parent.content if content is None else content,
+            memory_type=parent.memory_type,
+            tags=list(parent.tags if tags is None else tags),
+            source=parent.source,
+            confidence=parent.confidence,
+            subtype=parent.subtype,
+            version=parent.version + 1,
+            parent_id=parent.id,
+            change_summary=change_summary,
+            provenance=provenance,
+            sensitivity=parent.sensitivity,
+            tier=parent.tier,
+            metadata=user_metadata,
+        )
+        self._ingest(child)
+        if child.change_summary is None:
+            child.change_summary = describe_changes(parent, child)
+        parent.tier = MemoryTier.COLD
+        await self._write([parent, child])
+        return child
+
+    async def forget(self, memory_id: str) -> bool:
+        """Delete a memory by id or unique prefix; True when one was deleted.
+
+        The protocol has no single-item delete, so the memory is overwritten at once by an
+        empty, SECRET tombstone that expires after a second: its content is gone immediately
+        and no read returns it.
+        """
+        memory = await self.get_memory(memory_id)
+        if memory is None:
+            return False
+        await self.store.put(
+            self.scope,
+            memory.id,
+            {"content": ""},
+            metadata={
+                DELETED_KEY: True,
+                "sensitivity": Sensitivity.SECRET.value,
+                "tier": MemoryTier.COLD.value,
+                BUCKET_KEY: bucket_of(memory.id),
+            },
+            ttl_seconds=1,
+        )
+        return True
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def get_memory(self, memory_id: str) -> Memory | None:
+        """The memory with this id or unique id prefix, or None.
+
+        Raises:
+            InvalidRequest: the prefix matches several memories (they are named).
+        """
+        memory_id = _id(memory_id)
+        exact = await self._get(memory_id)
+        if exact is not None:
+            return exact
+        prefix = memory_id.lower()
+        buckets: list[str | None] = [prefix[:2]] if len(prefix) >= 2 else [prefix + c for c in _HEX]
+        hits = await self.store.query(
+            self.scope, "", top_k=self._cap, filters={BUCKET_KEY: [*buckets, None]}
+        )
+        matches = [
+            hit
+            for hit in hits
+            if hit.key.lower().startswith(prefix) and not is_tombstone(hit.metadata)
+        ]
+        if len(hits) >= self._cap and len(matches) != 1:
+            raise StoreError(
+                f"more than {self._cap} memories share the id prefix {memory_id!r} in "
+                f"{self.scope}; pass more characters of the id"
+            )
+        if not matches:
+            return None
+        if len(matches) > 1:
+            keys = sorted(hit.key for hit in matches)
+            shown = ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
+            raise InvalidRequest(
+                f"memory id prefix {memory_id!r} is ambiguous: it matches {shown}; "
+                "pass more characters"
+            )
+        ((memory, _),) = await self._decode(matches)
+        return memory
+
+    async def recall(
+        self,
+        query: str,
+        memory_type: MemoryType | str | None = None,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        min_confidence: float = 0.0,
+        limit: int = 10,
+        allowed_tiers: Iterable[Sensitivity | str] | None = None,
+        tier: MemoryTier | str | None = None,
+    ) -> list[Memory]:
+        """Memories relevant to `query`, best first; an empty query lists the most recently
+        active (written or recalled) first.
+
+        Args:
+            query: search text (the store's ranking: full text on SQLite).
+            memory_type: only this type.
+            tags: only memories carrying all of these tags.
+            source: only this source (`stated`, `inferred`, `learned`).
+            min_confidence: only memories at least this confident.
+            limit: at most this many.
+            allowed_tiers: only these sensitivities (seed 003's name); None allows all. Pass
+                `[Sensitivity.PUBLIC]`, or use `recall_for_egress`, for anything leaving the
+                system.
+            tier: only this temperature tier.
+
+        Recalled memories count as accessed: `access_count` and `last_accessed` are updated and
+        they move toward HOT. Older versions of a versioned memory are left out. With entity
+        linking on, memories linked to an entity the query names are included too.
+        """
+        if not isinstance(query, str):
+            raise InvalidRequest(f"query {query!r} must be a string")
+        limit = _limit(limit)
+        filters, wanted = self._criteria(
+            memory_type, tags, source, min_confidence, allowed_tiers, tier
+        )
+        found = await self._search(query, filters, limit, wanted)
+        if self.entities_enabled and query.strip():
+            keys = query_entity_keys(query)
+            if keys:
+                linked = await self._search("", {**filters, ENTITIES_KEY: keys}, limit, wanted)
+                found = _merge(found, [(m, ENTITY_MATCH_SCORE) for m, _ in linked])
+        return await self._touch([memory for memory, _ in found[:limit]])
+
+    async def recall_by_tags(
+        self,
+        tags: Sequence[str],
+        limit: int = 10,
+        allowed_tiers: Iterable[Sensitivity | str] | None = None,
+    ) -> list[Memory]:
+        """Memories carrying all of `tags`, most recently active first (a recall: access counts)."""
+        if not normalize_tags(tags):
+            raise InvalidRequest("recall_by_tags needs at least one tag")
+        return await self.recall("", tags=tags, limit=limit, allowed_tiers=allowed_tiers)
+
+    async def recall_by_entity(
+        self,
+        name: str,
+        limit: int = 10,
+        allowed_tiers: Iterable[Sensitivity | str] | None = None,
+    ) -> list[Memory]:
+        """Memories linked to the entity `name` (any case), most recently active first."""
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidRequest(f"entity name {name!r} must be non-empty text")
+        filters, wanted = self._criteria(None, None, None, 0.0, allowed_tiers, None)
+        found = await self._search(
+            "", {**filters, ENTITIES_KEY: entity_key(name)}, _limit(limit), wanted
+        )
+        return await self._touch([memory for memory, _ in found[:limit]])
+
+    async def recall_for_egress(
+        self,
+        query: str,
+        memory_type: MemoryType | str | None = None,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        min_confidence: float = 0.0,
+        limit: int = 10,
+        tier: MemoryTier | str | None = None,
+    ) -> list[Memory]:
+        """`recall` pinned to PUBLIC memories: use it for anything that leaves the system."""
+        return await self.recall(
+            query, memory_type, tags, source, min_confidence, limit, [Sensitivity.PUBLIC], tier
+        )
+
+    async def recall_by_tags_for_egress(self, tags: Sequence[str], limit: int = 10) -> list[Memory]:
+        """`recall_by_tags` pinned to PUBLIC memories."""
+        return await self.recall_by_tags(tags, limit, [Sensitivity.PUBLIC])
+
+    async def history(self, memory_id: str) -> list[Memory]:
+        """Every version of a memory, oldest first, found from any version's id or prefix."""
+        memory = await self.get_memory(memory_id)
+        if memory is None:
+            return []
+        chain = [memory]
+        seen = {memory.id}
+        while chain[0].parent_id is not None and chain[0].parent_id not in seen:
+            parent = await self._get(chain[0].parent_id)
+            if parent is None:
+                break
+            seen.add(parent.id)
+            chain.insert(0, parent)
+        while True:
+            hits = await self.store.query(
+                self.scope, "", top_k=self._cap, filters={"parent_id": chain[-1].id}
+            )
+            children = [m for m, _ in await self._decode(hits) if m.id not in seen]
+            if not children:
+                return chain
+            newest = max(children, key=lambda m: (m.version, m.created_at))
+            seen.add(newest.id)
+            chain.append(newest)
+
+    # -- tags and tiers ----------------------------------------------------------------------
+
+    async def add_tag(self, memory_id: str, tag: str) -> bool:
+        """Add a (lowercased) tag; True when added, False when the memory is missing or
+        already has it."""
+        return await self._retag(memory_id, tag, add=True)
+
+    async def remove_tag(self, memory_id: str, tag: str) -> bool:
+        """Remove a tag (any case); True when removed, False when the memory or the tag is
+        missing."""
+        return await self._retag(memory_id, tag, add=False)
+
+    async def _retag(self, memory_id: str, tag: str, *, add: bool) -> bool:
+        tag = normalize_tag(tag)
+        memory = await self.get_memory(memory_id)
+        if memory is None or (tag in memory.tags) == add:
+            return False
+        memory.tags = [*memory.tags, tag] if add else [t for t in memory.tags if t != tag]
+        memory.updated_at = utcnow()
+        self._ingest(memory)
+        await self._write([memory])
+        return True
+
+    async def get_all_tags(self) -> dict[str, int]:
+        """Every tag in use with how many current memories carry it, most used first."""
+        counts: dict[str, int] = {}
+        for memory in _current(await self._scan()):
+            for tag in memory.tags:
+                counts[tag] = counts.get(tag, 0) + 1
+        return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+    async def promote_memory(self, memory_id: str) -> bool:
+        """Move a memory one tier toward HOT; False when missing or already HOT."""
+        return await self._shift(memory_id, +1)
+
+    async def demote_memory(self, memory_id: str) -> bool:
+        """Move a memory one tier toward COLD; False when missing or already COLD."""
+        return await self._shift(memory_id, -1)
+
+    async def _shift(self, memory_id: str, step: int) -> bool:
+        memory = await self.get_memory(memory_id)
+        tier = None if memory is None else shifted(memory.tier, step)
+        if memory is None or tier is None:
+            return False
+        memory.tier = tier
+        await self._write([memory])
+        return True
+
+    async def run_tier_review(self, *, now: datetime | None = None) -> tuple[int, int]:
+        """Demote stale memories and promote busy ones by `tier_policy`.
+
+        Returns:
+            `(demoted_count, promoted_count)`.
+        """
+        now = now or utcnow()
+        demoted: list[Memory] = []
+        promoted: list[Memory] = []
+        for memory in _current(await self._scan()):
+            tier = reviewed(memory, self.tier_policy, now)
+            if tier is not None:
+                hotter = TIER_LADDER.index(tier) > TIER_LADDER.index(memory.tier)
+                memory.tier = tier
+                (promoted if hotter else demoted).append(memory)
+        await self._write(demoted + promoted)
+        return len(demoted), len(promoted)
+
+    # -- export, import, backup --------------------------------------------------------------
+
+    async def export_memories(self) -> str:
+        """Every memory of the scope (all versions) as one JSON document, oldest first."""
+        return dumps(export_document(await self._scan(), self.scope))
+
+    async def import_memories(self, data: str) -> int:
+        """Import an export (or a JSON list of records) into this scope; returns the count.
+
+        Every record is validated before anything is written, and all are written in one
+        `put_many` (one transaction on SQLite). Ids are kept, so importing the same data again
+        changes nothing. Records are redacted like any write; a record without `provenance`
+        gets `import`.
+
+        Raises:
+            InvalidRequest: the data is not JSON or a record is malformed; nothing is written.
+        """
+        if not isinstance(data, (str, bytes)):
+            raise InvalidRequest(f"import_memories takes JSON text, not {type(data).__name__}")
+        memories = parse_export(data)
+        for memory in memories:
+            check_user_metadata(memory.metadata)
+            self._ingest(memory, extract=not memory.entities)
+        await self._write(memories)
+        return len(memories)
+
+    async def backup(self, path: str | Path) -> Path:
+        """Write a ZIP backup of the scope to `path`: `memories.json` (the export) and
+        `manifest.json` (scope, count, checksum). The file is replaced atomically."""
+        document = export_document(await self._scan(), self.scope)
+        return await asyncio.to_thread(write_backup, path, dumps(document), document)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _ingest(self, memory: Memory, *, extract: bool = True) -> None:
+        """Redact every text field of `memory` in place, adding to its redaction record, and
+        relink its entities."""
+        content, count, kinds = _redact_text(memory.content)
+        memory.content = content
+        if memory.change_summary is not None:
+            memory.change_summary, more, more_kinds = _redact_text(memory.change_summary)
+            count, kinds = count + more, kinds | more_kinds
+        tags = redact_json(list(memory.tags))
+        user = {k: v for k, v in memory.metadata.items() if k not in REDACTION_KEYS}
+        meta = redact_json(user)
+        count += tags.count + meta.count
+        kinds |= {*tags.types, *meta.types}
+        memory.tags = normalize_tags(tags.value)  # type: ignore[arg-type]
+        kept = {k: memory.metadata[k] for k in REDACTION_KEYS if k in memory.metadata}
+        memory.metadata = redaction_metadata(count, kinds, {**meta.value, **kept})  # type: ignore[dict-item]
+        if self.entities_enabled and extract:
+            memory.entities = extract_entities(memory.content)
+
+    async def _write(self, memories: Sequence[Memory]) -> None:
+        entries = [
+            (self.scope, memory.id, *to_store(memory, agent=self._agent)) for memory in memories
+        ]
+        if not entries:
+            return
+        put_many = getattr(self.store, "put_many", None)
+        if len(entries) > 1 and callable(put_many):
+            await put_many(entries)
+            return
+        for scope, key, value, metadata in entries:
+            await self.store.put(scope, key, value, metadata=metadata)
+
+    async def _get(self, memory_id: str) -> Memory | None:
+        item = await self.store.get(self.scope, memory_id)
+        if item is None or is_tombstone(item.metadata):
+            return None
+        return from_store(
+            item.key,
+            item.value,
+            item.metadata,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+        )
+
+    async def _decode(self, hits: Sequence[QueryHit]) -> list[tuple[Memory, float]]:
+        """Hits as memories with their scores; tombstones dropped. Items written by other
+        tools carry no record times, so those are read from the store's item."""
+        live = [hit for hit in hits if not is_tombstone(hit.metadata)]
+        missing = [hit.key for hit in live if stored_time(hit.value, "created_at") is None]
+        items = await asyncio.gather(*(self.store.get(self.scope, key) for key in missing))
+        times = {item.key: item for item in items if item is not None}
+        decoded = []
+        for hit in live:
+            item = times.get(hit.key)
+            memory = from_store(
+                hit.key,
+                hit.value,
+                hit.metadata,
+                created_at=item.created_at if item else None,
+                updated_at=item.updated_at if item else None,
+            )
+            decoded.append((memory, hit.score))
+        return decoded
+
+    def _criteria(
+        self,
+        memory_type: MemoryType | str | None,
+        tags: Sequence[str] | None,
+        source: str | None,
+        min_confidence: float,
+        allowed_tiers: Iterable[Sensitivity | str] | None,
+        tier: MemoryTier | str | None,
+    ) -> tuple[dict[str, JSON], Callable[[Memory], bool]]:
+        """Store filters for what a store can filter, and a predicate rechecking everything
+        (stores may filter loosely; the predicate is the rule)."""
+        filters: dict[str, JSON] = {}
+        kind = None if memory_type is None else _one(MemoryType, memory_type, "memory_type")
+        wanted_tier = None if tier is None else _one(MemoryTier, tier, "tier")
+        required = normalize_tags(tags)
+        if isinstance(min_confidence, bool) or not isinstance(min_confidence, (int, float)):
+            raise InvalidRequest(f"min_confidence {min_confidence!r} must be a number")
+        sensitivities = None
+        if allowed_tiers is not None:
+            if isinstance(allowed_tiers, str):
+                allowed_tiers = [allowed_tiers]
+            sensitivities = {_one(Sensitivity, s, "allowed_tiers") for s in allowed_tiers}
+            if sensitivities == {Sensitivity.PUBLIC}:
+                filters.update(EGRESS_FILTER)
+            else:
+                filters["sensitivity"] = metadata_filter("sensitivity", sensitivities)
+        if kind is not None:
+            filters["memory_type"] = metadata_filter("memory_type", [kind])
+        if wanted_tier is not None:
+            filters["tier"] = metadata_filter("tier", [wanted_tier])
+        if source is not None:
+            filters["source"] = metadata_filter("source", [source])
+        if required:
+            filters["tags"] = required[0]
+
+        def wanted(memory: Memory) -> bool:
+            return (
+                (kind is None or memory.memory_type is kind)
+                and (wanted_tier is None or memory.tier is wanted_tier)
+                and (source is None or memory.source == source)
+                and (sensitivities is None or memory.sensitivity in sensitivities)
+                and memory.confidence >= min_confidence
+                and all(tag in memory.tags for tag in required)
+            )
+
+        return filters, wanted
+
+    async def _search(
+        self, text: str, filters: dict[str, JSON], want: int, wanted: Callable[[Memory], bool]
+    ) -> list[tuple[Memory, float]]:
+        """Up to `want` current memories matching, best first, asking the store for more while
+        filtering drops hits (up to its `max_query_top_k`)."""
+        top_k = min(self._cap, max(2 * want, 20))
+        while True:
+            hits = await self.store.query(self.scope, text, top_k=top_k, filters=filters)
+            found = [(m, s) for m, s in await self._decode(hits) if wanted(m)]
+            found = await self._drop_superseded(found)
+            if len(found) >= want or len(hits) < top_k or top_k >= self._cap:
+                return found[:want]
+            top_k = min(self._cap, top_k * 4)
+
+    async def _drop_superseded(
+        self, found: list[tuple[Memory, float]]
+    ) -> list[tuple[Memory, float]]:
+        ids = [memory.id for memory, _ in found]
+        if not ids:
+            return found
+        children = await self.store.query(
+            self.scope, "", top_k=self._cap, filters={"parent_id": ids}
+        )
+        superseded = {
+            hit.metadata.get("parent_id") for hit in children if not is_tombstone(hit.metadata)
+        }
+        return [(memory, score) for memory, score in found if memory.id not in superseded]
+
+    async def _touch(self, memories: list[Memory]) -> list[Memory]:
+        """Count a recall: bump `access_count`, set `last_accessed`, move toward HOT."""
+        now = utcnow()
+        for memory in memories:
+            after_access(memory, self.tier_policy, now)
+        await self._write(memories)
+        return memories
+
+    async def _scan(self) -> list[Memory]:
+        """Every live memory in the scope.
+
+        One listing query when the scope fits under the store's `max_query_top_k`; otherwise
+        slices by `_bucket` (16, then 256 of them, plus items without one) so each fits.
+        """
+        cap = self._cap
+        hits = await self.store.query(self.scope, "", top_k=cap)
+        if len(hits) < cap:
+            return [memory for memory, _ in await self._decode(hits)]
+        collected: list[QueryHit] = []
+        for first in _HEX:
+            group = [first + second for second in _HEX]
+            part = await self._listing({BUCKET_KEY: group})
+            if len(part) < cap:
+                collected += part
+                continue
+            for bucket in group:
+                part = await self._listing({BUCKET_KEY: bucket})
+                if len(part) >= cap:
+                    raise self._too_many(f"whose ids start with {bucket!r}")
+                collected += part
+        foreign = await self._listing({BUCKET_KEY: None})
+        if len(foreign) >= cap:
+            raise self._too_many("written by other tools (without a _bucket key)")
+        collected += foreign
+        return [memory for memory, _ in await self._decode(collected)]
+
+    async def _listing(self, filters: dict[str, JSON]) -> list[QueryHit]:
+        return await self.store.query(self.scope, "", top_k=self._cap, filters=filters)
+
+    def _too_many(self, which: str) -> StoreError:
+        return StoreError(
+            f"{self.scope} holds {self._cap} or more memories {which}, more than this store "
+            f"returns per query (max_query_top_k {self._cap}); the layer cannot enumerate "
+            "them all: split them over more scopes or use a store with a larger max_query_top_k"
+        )
+
+
+def _redact_text(text: str) -> tuple[str, int, set[str]]:
+    result = redact(text)
+    return result.text, result.count, set(result.types)
+
+
+def _merge(
+    first: list[tuple[Memory, float]], second: list[tuple[Memory, float]]
+) -> list[tuple[Memory, float]]:
+    best: dict[str, tuple[Memory, float]] = {}
+    for memory, score in [*first, *second]:
+        if memory.id not in best or score > best[memory.id][1]:
+            best[memory.id] = (memory, score)
+    order = {memory.id: n for n, (memory, _) in enumerate([*first, *second])}
+    return sorted(best.values(), key=lambda pair: (-pair[1], order[pair[0].id]))
+
+
+def _current(memories: list[Memory]) -> list[Memory]:
+    """Memories no newer version points to."""
+    superseded = {memory.parent_id for memory in memories if memory.parent_id}
+    return [memory for memory in memories if memory.id not in superseded]
+
+
+def _blocking(name: str) -> Any:
+    return blocking_method(
+        name,
+        getattr(AsyncMemoryLayer, name),
+        await_form=f"await AsyncMemoryLayer(store, scope).{name}(...)",
+    )
+
+
+class MemoryLayer:
+    """The blocking memory layer: `AsyncMemoryLayer`'s methods, run to completion.
+
+    For scripts and the CLI. Inside a running event loop (a notebook, an async flow) it refuses
+    and names the `await` form; use `AsyncMemoryLayer` there. Arguments are those of
+    `AsyncMemoryLayer`.
+
+    Example:
+        ```python
+        from animus_flows.memory import MemoryLayer
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore
+
+        memory = MemoryLayer(SQLiteStore(".animus/memory.db"), Scope("demo"))
+        memory.remember("User prefers dark mode", tags=["preference", "ui"])
+        print([m.content for m in memory.recall("dark mode")])
+        ```
+    """
+
+    def __init__(
+        self,
+        store: object,
+        scope: Scope,
+        *,
+        entities: bool = False,
+        tier_policy: TierPolicy | None = None,
+    ) -> None:
+        self._async = AsyncMemoryLayer(store, scope, entities=entities, tier_policy=tier_policy)
+        self._loop = LoopRunner()
+
+    remember = _blocking("remember")
+    remember_fact = _blocking("remember_fact")
+    remember_procedure = _blocking("remember_procedure")
+    update_memory = _blocking("update_memory")
+    update_with_version = _blocking("update_with_version")
+    forget = _blocking("forget")
+    get_memory = _blocking("get_memory")
+    recall = _blocking("recall")
+    recall_by_tags = _blocking("recall_by_tags")
+    recall_by_entity = _blocking("recall_by_entity")
+    recall_for_egress = _blocking("recall_for_egress")
+    recall_by_tags_for_egress = _blocking("recall_by_tags_for_egress")
+    history = _blocking("history")
+    add_tag = _blocking("add_tag")
+    remove_tag = _blocking("remove_tag")
+    get_all_tags = _blocking("get_all_tags")
+    promote_memory = _blocking("promote_memory")
+    demote_memory = _blocking("demote_memory")
+    run_tier_review = _blocking("run_tier_review")
+    export_memories = _blocking("export_memories")
+    import_memories = _blocking("import_memories")
+    backup = _blocking("backup")
+
+    @property
+    def store(self) -> MemoryStore:
+        return self._async.store
+
+    @property
+    def scope(self) -> Scope:
+        return self._async.scope
+
+    @property
+    def entities_enabled(self) -> bool:
+        return self._async.entities_enabled
+
+    @property
+    def tier_policy(self) -> TierPolicy:
+        return self._async.tier_policy
+
+    def close(self, *, close_store: bool = False) -> None:
+        """Release the facade's event loop; with `close_store`, close the store first."""
+        aclose = getattr(self.store, "aclose", None)
+        if close_store and aclose is not None:
+            self._loop.run(aclose(), await_form="await store.aclose()")
+        self._loop.close()
+
+    def __enter__(self) -> MemoryLayer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<MemoryLayer {self.scope} on {self.store!r}>"

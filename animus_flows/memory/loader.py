@@ -1,0 +1,676 @@
+"""Seed 002's memory loader: what an agent knows when it starts, within a token budget.
+
+An agent sees its own scope `Scope(project_id, agent_id=X)` and the shared project scope
+`Scope(project_id)`, never another agent's: the two scopes are the only ones ever queried, so
+privacy holds by construction. Loaded memories go into prompts, so only PUBLIC ones are loaded
+(`disclosure.py`, as on every egress path). Disclosure and budgeting are `budget.pack`, the
+same code the `memory_bindings` hook runs: HOT first, WARM only while less than 70% of the
+budget is used, COLD only when asked for, never over the budget. A missing, failing or slow
+store degrades to no memories with a status, through `degrade.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from animus_flows.budget import BindingCaps, Candidate, PackResult, TokenCounter, pack
+from animus_flows.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
+from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, tier_of, warm_allowed
+from animus_flows.errors import InvalidRequest, StoreUnavailable
+from animus_flows.memory.layer import resolve_store
+from animus_flows.memory.records import (
+    MemoryTier,
+    MemoryType,
+    content_of,
+    is_tombstone,
+    memory_type_of,
+    metadata_filter,
+    normalize_tags,
+    stored_time,
+    tags_of,
+)
+from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
+from animus_flows.sync import LoopRunner, blocking_method
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BUDGET = 2000
+#: How the project scope's memories are reported (seed 002's `agent === 'shared'`).
+SHARED = "shared"
+
+#: Seed 002's cognitive sectors per agent role; override per agent in the workflow file
+#: (`agents.<id>.memory_loader.sectors`) or per call.
+AGENT_SECTOR_PREFERENCES: dict[str, tuple[MemoryType, ...]] = {
+    "dev": (MemoryType.PROCEDURAL, MemoryType.SEMANTIC),
+    "qa": (MemoryType.REFLECTIVE, MemoryType.EPISODIC),
+    "architect": (MemoryType.SEMANTIC, MemoryType.REFLECTIVE),
+    "pm": (MemoryType.EPISODIC, MemoryType.SEMANTIC),
+    "po": (MemoryType.EPISODIC, MemoryType.SEMANTIC),
+    "sm": (MemoryType.PROCEDURAL, MemoryType.EPISODIC),
+}
+
+#: Seed 002's progressive-disclosure layers.
+LAYER_TIERS = {1: MemoryTier.HOT, 2: MemoryTier.WARM, 3: MemoryTier.COLD}
+
+# The single binding every loaded memory is packed under: one budget, one 70% gate.
+_BINDING = "memory"
+# A first guess at memories per source that fill a budget (about 80 tokens each); the loader
+# asks for more when the guess falls short.
+_TOKENS_PER_MEMORY_GUESS = 80
+_SMALLEST_BLOCK = 6  # tokens of "[memory/x/abcdef12] y\n": less room than this fits nothing
+
+
+@dataclass(frozen=True)
+class LoadedMemory:
+    """One memory as handed to an agent: text, sector, tier, origin and cost."""
+
+    id: str
+    content: str
+    memory_type: MemoryType
+    tier: MemoryTier
+    agent: str  # the agent's own id, or "shared" for the project scope
+    score: float  # the store's relevance score (1.0 for every memory of a plain listing)
+    tokens: int  # tokens of this memory's block in `LoadResult.text`
+    tags: tuple[str, ...] = ()
+    created_at: datetime | None = None
+
+    @property
+    def sector(self) -> str:
+        """Seed 002's name for the memory type."""
+        return self.memory_type.value
+
+
+@dataclass(frozen=True)
+class LoadMetadata:
+    """What a load holds: count, tokens against the budget, tiers present, for whom."""
+
+    agent: str
+    count: int
+    tokens_used: int
+    budget: int
+    tiers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LoadMetrics:
+    """How a load went: `ok`, `timeout` or `error`, and how long it took."""
+
+    status: Status
+    duration_ms: float
+    started_at: datetime
+    ended_at: datetime
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """Seed 002's result: `memories`, `metadata`, `metrics`, plus `text`, the rendered
+    memories exactly as counted (`metadata.tokens_used` tokens, never above the budget)."""
+
+    memories: list[LoadedMemory]
+    metadata: LoadMetadata
+    metrics: LoadMetrics
+    text: str = ""
+
+
+@dataclass
+class _Source:
+    """One query the loader runs: a scope (own or shared) and a tier."""
+
+    scope: Scope
+    agent: str
+    tier: MemoryTier
+    top_k: int
+    hits: list[QueryHit] = field(default_factory=list)
+    fetched: bool = False
+
+    @property
+    def may_have_more(self) -> bool:
+        return len(self.hits) >= self.top_k
+
+
+@dataclass(frozen=True)
+class _Request:
+    agent_id: str
+    budget: int
+    tiers: tuple[MemoryTier, ...]
+    sectors: tuple[MemoryType, ...] | None
+    tags: tuple[str, ...] = ()
+    match: Literal["all", "any"] = "all"
+    text: str = ""
+    since: datetime | None = None
+    limit: int | None = None
+
+
+def _tiers(layers: Iterable[int | str | MemoryTier]) -> tuple[MemoryTier, ...]:
+    tiers: list[MemoryTier] = []
+    for layer in layers:
+        if isinstance(layer, int) and not isinstance(layer, bool) and layer in LAYER_TIERS:
+            tier = LAYER_TIERS[layer]
+        else:
+            try:
+                tier = MemoryTier(str(layer).lower())
+            except ValueError:
+                raise InvalidRequest(
+                    f"layer {layer!r} is not 1 (hot), 2 (warm), 3 (cold) or a tier name"
+                ) from None
+        if tier not in tiers:
+            tiers.append(tier)
+    if not tiers:
+        raise InvalidRequest("layers is empty; pass e.g. (1, 2) for HOT and WARM")
+    return tuple(sorted(tiers, key=list(LAYER_TIERS.values()).index))
+
+
+def _sectors(sectors: Iterable[MemoryType | str] | None) -> tuple[MemoryType, ...] | None:
+    if sectors is None:
+        return None
+    if isinstance(sectors, str):
+        sectors = [sectors]
+    try:
+        chosen = tuple(dict.fromkeys(MemoryType(str(s).lower()) for s in sectors))
+    except ValueError as exc:
+        choices = ", ".join(t.value for t in MemoryType)
+        raise InvalidRequest(f"sectors: {exc}; use {choices}") from None
+    if not chosen:
+        raise InvalidRequest("sectors is empty; pass None for every type")
+    return chosen
+
+
+def workflow_options(workflow: Any) -> dict[str, Any]:
+    """Loader options from a workflow file: each agent's `memory_loader:` budget and sectors,
+    and the file's token encoding."""
+    settings = {agent: config.memory_loader for agent, config in workflow.agents.items()}
+    return {
+        "budgets": {a: s.budget for a, s in settings.items() if s.budget is not None},
+        "sectors": {a: s.sectors for a, s in settings.items() if s.sectors},
+        "encoding": workflow.budget.encoding,
+    }
+
+
+def _count(name: str, value: object, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidRequest(f"{name} {value!r} must be an integer >= {least}")
+    return value
+
+
+class AsyncMemoryLoader:
+    """Seed 002's memory loader for one project; every method is a coroutine.
+
+    Args:
+        store: a `MemoryStore`, a memory-store Block, or None (no store: every load degrades
+            to no memories with status `error`).
+        project_id: the project whose scopes are read.
+        budgets: token budget per agent id (seed 002's `memoryBudget`); default 2000.
+        sectors: memory types per agent id, replacing `AGENT_SECTOR_PREFERENCES` for those
+            agents (None: every type); agents in neither get every type.
+        timeout_ms: deadline of one load (seed 002's 500 ms safeguard); None for none.
+        encoding: the tiktoken encoding that counts tokens.
+
+    Example:
+        ```python
+        from animus_flows.memory import AsyncMemoryLoader
+        from animus_flows.stores import SQLiteStore
+
+        loader = AsyncMemoryLoader(SQLiteStore(".animus/memory.db"), "trade-desk")
+        result = await loader.load_for_agent("dev", budget=2000)
+        print(result.metadata.tokens_used, result.metrics.status, result.text)
+        ```
+    """
+
+    def __init__(
+        self,
+        store: object,
+        project_id: str,
+        *,
+        budgets: Mapping[str, int] | None = None,
+        sectors: Mapping[str, Sequence[MemoryType | str]] | None = None,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
+        encoding: str = "cl100k_base",
+    ) -> None:
+        Scope(project_id)  # validates the id
+        self.project_id = project_id
+        self._store_source = store
+        self._store: MemoryStore | None = None
+        self.budgets = {agent: _count("budget", b, 0) for agent, b in (budgets or {}).items()}
+        self.sectors: dict[str, tuple[MemoryType, ...]] = dict(AGENT_SECTOR_PREFERENCES)
+        for agent, chosen in (sectors or {}).items():
+            self.sectors[agent] = _sectors(chosen)  # type: ignore[assignment]
+        if timeout_ms is not None and not timeout_ms > 0:
+            raise InvalidRequest(f"timeout_ms {timeout_ms!r} must be > 0, or None")
+        self.timeout_ms = timeout_ms
+        self.counter = TokenCounter(encoding)
+
+    @classmethod
+    def from_workflow(cls, workflow: Any, store: object, **options: Any) -> AsyncMemoryLoader:
+        """A loader for a workflow file's project, with each agent's `memory_loader:` budget
+        and sectors and the file's token encoding."""
+        return cls(store, workflow.project_id, **{**workflow_options(workflow), **options})
+
+    def budget_for(self, agent_id: str) -> int:
+        """The agent's configured budget, else 2000."""
+        return self.budgets.get(agent_id, DEFAULT_BUDGET)
+
+    def sectors_for(self, agent_id: str) -> tuple[MemoryType, ...] | None:
+        """The memory types loaded for the agent; None means every type."""
+        return self.sectors.get(agent_id)
+
+    # -- the six methods ---------------------------------------------------------------------
+
+    async def load_for_agent(
+        self,
+        agent_id: str,
+        budget: int | None = None,
+        layers: Iterable[int | str | MemoryTier] = (1, 2),
+        *,
+        sectors: Iterable[MemoryType | str] | None = None,
+    ) -> LoadResult:
+        """Load what `agent_id` should know: its own and the shared memories, PUBLIC only,
+        HOT first, WARM while under 70% of the budget, never over it.
+
+        Args:
+            agent_id: the agent; never "shared" (that names the project scope).
+            budget: tokens; default the agent's `memory_loader.budget`, else 2000.
+            layers: seed 002's layers, 1 = HOT, 2 = WARM, 3 = COLD (tier names work too).
+            sectors: memory types to load; default the agent's preferences.
+
+        Never raises for a store problem: `metrics.status` says `timeout` or `error` and the
+        result holds no memories.
+        """
+        return await self._load(
+            _Request(
+                self._agent(agent_id),
+                self._budget(agent_id, budget),
+                _tiers(layers),
+                self.sectors_for(agent_id) if sectors is None else _sectors(sectors),
+            )
+        )
+
+    async def query_memories(
+        self,
+        agent_id: str,
+        *,
+        token_budget: int | None = None,
+        attention_min: float = 0.3,
+        sectors: Iterable[MemoryType | str] | None = None,
+        tags: Sequence[str] | None = None,
+        tier: MemoryTier | str | None = None,
+        layer: int | None = None,
+        limit: int = 10,
+        text: str = "",
+    ) -> list[LoadedMemory]:
+        """Memories for `agent_id` with seed 002's filters, within a token budget.
+
+        `attention_min` picks tiers as seed 002's attention scores do: 0.7 or more HOT only,
+        0.3 or more HOT and WARM (the default), below that COLD too. `tier` or `layer` name one
+        tier instead. `sectors` overrides the agent's preferences; `tags` must all match;
+        `text` ranks by the store's relevance instead of recency.
+        """
+        if tier is not None:
+            tiers = _tiers([tier])
+        elif layer is not None:
+            tiers = _tiers([layer])
+        elif isinstance(attention_min, bool) or not isinstance(attention_min, (int, float)):
+            raise InvalidRequest(f"attention_min {attention_min!r} must be a number")
+        else:
+            # seed 002: HOT above 0.7 attention, WARM from 0.3, COLD below
+            tiers = _tiers(
+                [1] if attention_min >= 0.7 else [1, 2] if attention_min >= 0.3 else [1, 2, 3]
+            )
+        if not isinstance(text, str):
+            raise InvalidRequest(f"text {text!r} must be a string")
+        result = await self._load(
+            _Request(
+                self._agent(agent_id),
+                self._budget(agent_id, token_budget),
+                tiers,
+                self.sectors_for(agent_id) if sectors is None else _sectors(sectors),
+                tags=tuple(normalize_tags(tags)),
+                text=text,
+                limit=_count("limit", limit, 1),
+            )
+        )
+        return self._memories(result, "query_memories")
+
+    async def get_hot_memories(
+        self, agent_id: str, *, limit: int = 5, token_budget: int | None = None
+    ) -> list[LoadedMemory]:
+        """HOT memories only (seed 002's attention > 0.7)."""
+        return await self.query_memories(
+            agent_id, tier=MemoryTier.HOT, limit=limit, token_budget=token_budget
+        )
+
+    async def get_warm_memories(
+        self, agent_id: str, *, limit: int = 10, token_budget: int | None = None
+    ) -> list[LoadedMemory]:
+        """WARM memories only (seed 002's 0.3 <= attention < 0.7); as everywhere, WARM stops
+        once 70% of the budget is used."""
+        return await self.query_memories(
+            agent_id, tier=MemoryTier.WARM, limit=limit, token_budget=token_budget
+        )
+
+    async def search_by_tags(
+        self,
+        agent_id: str,
+        tags: Sequence[str],
+        *,
+        limit: int = 5,
+        token_budget: int | None = None,
+        match: Literal["all", "any"] = "all",
+    ) -> list[LoadedMemory]:
+        """HOT and WARM memories carrying all of `tags` (`match="any"`: at least one)."""
+        wanted = tuple(normalize_tags(tags))
+        if not wanted:
+            raise InvalidRequest("search_by_tags needs at least one tag")
+        if match not in ("all", "any"):
+            raise InvalidRequest(f"match {match!r} must be 'all' or 'any'")
+        result = await self._load(
+            _Request(
+                self._agent(agent_id),
+                self._budget(agent_id, token_budget),
+                (MemoryTier.HOT, MemoryTier.WARM),
+                self.sectors_for(agent_id),
+                tags=wanted,
+                match=match,
+                limit=_count("limit", limit, 1),
+            )
+        )
+        return self._memories(result, "search_by_tags")
+
+    async def get_recent_memories(
+        self,
+        agent_id: str,
+        days: float = 7,
+        *,
+        limit: int = 10,
+        token_budget: int | None = None,
+    ) -> list[LoadedMemory]:
+        """HOT and WARM memories created in the last `days` days, newest first."""
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
+            raise InvalidRequest(f"days {days!r} must be a number > 0")
+        result = await self._load(
+            _Request(
+                self._agent(agent_id),
+                self._budget(agent_id, token_budget),
+                (MemoryTier.HOT, MemoryTier.WARM),
+                self.sectors_for(agent_id),
+                since=utcnow() - timedelta(days=days),
+                limit=_count("limit", limit, 1),
+            )
+        )
+        memories = self._memories(result, "get_recent_memories")
+        return sorted(memories, key=lambda m: m.created_at or datetime.min, reverse=True)
+
+    # -- the one implementation --------------------------------------------------------------
+
+    def _agent(self, agent_id: object) -> str:
+        if not isinstance(agent_id, str) or not agent_id:
+            raise InvalidRequest(f"agent_id {agent_id!r} must be a non-empty string")
+        if agent_id == SHARED:
+            raise InvalidRequest(
+                f"agent_id {SHARED!r} names the shared project scope, not an agent; "
+                "load for a real agent id"
+            )
+        Scope(self.project_id, agent_id=agent_id)  # validates the id
+        return agent_id
+
+    def _budget(self, agent_id: str, budget: object) -> int:
+        return self.budget_for(agent_id) if budget is None else _count("budget", budget, 0)
+
+    def _memories(self, result: LoadResult, method: str) -> list[LoadedMemory]:
+        if result.metrics.status != "ok":
+            logger.warning(
+                "memory loader %s for agent %r degraded to nothing: %s (%s)",
+                method,
+                result.metadata.agent,
+                result.metrics.status,
+                result.metrics.detail,
+            )
+        return result.memories
+
+    async def _load(self, request: _Request) -> LoadResult:
+        outcome = await run_degraded(
+            lambda: self._gather_and_pack(request), timeout_ms=self.timeout_ms, fallback=None
+        )
+        memories, text, tokens = outcome.value if outcome.value is not None else ([], "", 0)
+        tiers = tuple(t.value for t in LAYER_TIERS.values() if any(m.tier is t for m in memories))
+        return LoadResult(
+            memories,
+            LoadMetadata(request.agent_id, len(memories), tokens, request.budget, tiers),
+            LoadMetrics(
+                outcome.status,
+                outcome.duration_ms,
+                outcome.started_at,
+                outcome.ended_at,
+                outcome.detail,
+            ),
+            text,
+        )
+
+    def _resolve(self) -> MemoryStore:
+        if self._store is None:
+            if self._store_source is None:
+                raise StoreUnavailable(
+                    f"no memory store configured for project {self.project_id!r}; pass a "
+                    "store or a memory-store block to the loader"
+                )
+            self._store = resolve_store(self._store_source)
+        return self._store
+
+    async def _gather_and_pack(self, request: _Request) -> tuple[list[LoadedMemory], str, int]:
+        store = self._resolve()
+        cap = store.capabilities.max_query_top_k
+        first_k = max(8, min(cap, math.ceil(request.budget / _TOKENS_PER_MEMORY_GUESS)))
+        if request.limit is not None:
+            first_k = min(first_k, max(8, 2 * request.limit))
+        scopes = [
+            (Scope(self.project_id, agent_id=request.agent_id), request.agent_id),
+            (Scope(self.project_id), SHARED),
+        ]
+        sources = [
+            _Source(scope, label, tier, first_k)
+            for scope, label in scopes
+            for tier in request.tiers
+        ]
+        # HOT first; the next tier is fetched only when it can still contribute, so a budget
+        # HOT fills never pays for WARM queries.
+        pending = [s for s in sources if s.tier is request.tiers[0]]
+        while True:
+            await asyncio.gather(*(self._fetch(store, source, request) for source in pending))
+            candidates = await self._candidates(store, sources, request)
+            packed = pack(
+                candidates,
+                {_BINDING: BindingCaps(request.budget, tuple(t.value for t in request.tiers))},
+                self.counter,
+            )
+            selected = packed.selected[: request.limit] if request.limit else packed.selected
+            # Ask for more only while everything fetched fit and room is left: once a memory was
+            # skipped for lack of room, the budget is as full as it gets.
+            full = request.limit is not None and len(selected) >= request.limit
+            squeezed = any(d.reason.startswith("over the") for d in packed.dropped)
+            room = request.budget - packed.tokens >= _SMALLEST_BLOCK
+            if full or squeezed or not room:
+                break
+            hot_tokens = sum(p.tokens for p in selected if p.candidate.tier == "hot")
+
+            def useful(source: _Source, hot_tokens: int = hot_tokens) -> bool:
+                return source.tier is not MemoryTier.WARM or warm_allowed(
+                    hot_tokens, request.budget
+                )
+
+            pending = [
+                s for s in sources if s.fetched and s.may_have_more and s.top_k < cap and useful(s)
+            ]
+            for source in pending:
+                source.top_k = min(cap, source.top_k * 4)
+            if not pending:
+                later = [s for s in sources if not s.fetched and useful(s)]
+                pending = [s for s in later if s.tier is later[0].tier] if later else []
+            if not pending:
+                break
+        return self._result(packed, selected)
+
+    async def _fetch(self, store: MemoryStore, source: _Source, request: _Request) -> None:
+        # most selective first: SQLite checks the conditions in this order, row by row
+        filters: dict[str, JSON] = {"tier": metadata_filter("tier", [source.tier])}
+        if request.tags:
+            filters["tags"] = list(request.tags) if request.match == "any" else request.tags[0]
+        if request.sectors is not None:
+            filters["memory_type"] = metadata_filter("memory_type", request.sectors)
+        filters.update(EGRESS_FILTER)
+        source.hits = await store.query(
+            source.scope, request.text, top_k=source.top_k, filters=filters
+        )
+        source.fetched = True
+
+    async def _candidates(
+        self, store: MemoryStore, sources: list[_Source], request: _Request
+    ) -> list[Candidate]:
+        """Every fetched hit that passes the rules, own and shared interleaved.
+
+        Fields are read only when a rule needs them; the few memories selected are read in
+        full by `_result`.
+        """
+        per_source = []
+        for source in sources:
+            kept = []
+            for hit in source.hits:
+                # the store filtered already; these checks are the rule, not a hint
+                metadata = hit.metadata
+                if (
+                    is_tombstone(metadata)
+                    or not is_egress_safe(metadata)
+                    or tier_of(metadata) != source.tier.value
+                ):
+                    continue
+                if request.sectors is not None and memory_type_of(metadata) not in request.sectors:
+                    continue
+                if request.tags and not self._tags_match(tags_of(metadata), request):
+                    continue
+                created = None
+                if request.since is not None:
+                    created = stored_time(hit.value, "created_at") or await self._created_at(
+                        store, source.scope, hit.key
+                    )
+                    if created is None or created < request.since:
+                        continue
+                kept.append(
+                    Candidate(
+                        _BINDING,
+                        f"{source.agent}/{hit.key[:8]}",
+                        content_of(hit.value),
+                        hit.score,
+                        source.tier.value,
+                        {"hit": hit, "agent": source.agent, "created_at": created},
+                    )
+                )
+            if request.since is not None:  # recent memories: newest first within each source
+                kept.sort(key=lambda c: c.metadata["created_at"], reverse=True)
+            per_source.append(kept)
+        # round-robin: own and shared memories alternate within a tier, neither crowds out
+        longest = max((len(kept) for kept in per_source), default=0)
+        return [kept[n] for n in range(longest) for kept in per_source if n < len(kept)]
+
+    @staticmethod
+    def _tags_match(tags: list[str], request: _Request) -> bool:
+        if request.match == "any":
+            return any(tag in tags for tag in request.tags)
+        return all(tag in tags for tag in request.tags)
+
+    @staticmethod
+    async def _created_at(store: MemoryStore, scope: Scope, key: str) -> datetime | None:
+        item = await store.get(scope, key)  # items other tools wrote carry no record times
+        return None if item is None else item.created_at
+
+    def _result(
+        self, packed: PackResult, selected: list[Any]
+    ) -> tuple[list[LoadedMemory], str, int]:
+        text = "".join(p.block for p in selected)
+        tokens = (
+            packed.tokens if len(selected) == len(packed.selected) else self.counter.count(text)
+        )
+        memories = []
+        for p in selected:
+            about = p.candidate.metadata
+            hit: QueryHit = about["hit"]
+            memories.append(
+                LoadedMemory(
+                    id=hit.key,
+                    content=p.candidate.text,
+                    memory_type=memory_type_of(hit.metadata),
+                    tier=MemoryTier(p.candidate.tier),
+                    agent=about["agent"],
+                    score=p.candidate.score,
+                    tokens=p.tokens,
+                    tags=tuple(tags_of(hit.metadata)),
+                    created_at=about["created_at"] or stored_time(hit.value, "created_at"),
+                )
+            )
+        return memories, text, tokens
+
+
+def _blocking(name: str) -> Any:
+    return blocking_method(
+        name,
+        getattr(AsyncMemoryLoader, name),
+        await_form=f"await AsyncMemoryLoader(store, project_id).{name}(...)",
+    )
+
+
+class MemoryLoader:
+    """The blocking memory loader: `AsyncMemoryLoader`'s methods, run to completion.
+
+    Arguments are those of `AsyncMemoryLoader`; inside a running event loop use that instead.
+
+    Example:
+        ```python
+        from animus_flows.memory import MemoryLoader
+        from animus_flows.stores import SQLiteStore
+
+        loader = MemoryLoader(SQLiteStore(".animus/memory.db"), "trade-desk")
+        result = loader.load_for_agent("dev", budget=2000, layers=(1, 2))
+        for memory in result.memories:
+            print(memory.agent, memory.tier, memory.content)
+        ```
+    """
+
+    def __init__(self, store: object, project_id: str, **options: Any) -> None:
+        self._async = AsyncMemoryLoader(store, project_id, **options)
+        self._loop = LoopRunner()
+
+    @classmethod
+    def from_workflow(cls, workflow: Any, store: object, **options: Any) -> MemoryLoader:
+        """See `AsyncMemoryLoader.from_workflow`."""
+        return cls(store, workflow.project_id, **{**workflow_options(workflow), **options})
+
+    load_for_agent = _blocking("load_for_agent")
+    query_memories = _blocking("query_memories")
+    get_hot_memories = _blocking("get_hot_memories")
+    get_warm_memories = _blocking("get_warm_memories")
+    search_by_tags = _blocking("search_by_tags")
+    get_recent_memories = _blocking("get_recent_memories")
+
+    @property
+    def project_id(self) -> str:
+        return self._async.project_id
+
+    def budget_for(self, agent_id: str) -> int:
+        return self._async.budget_for(agent_id)
+
+    def sectors_for(self, agent_id: str) -> tuple[MemoryType, ...] | None:
+        return self._async.sectors_for(agent_id)
+
+    def close(self) -> None:
+        """Release the facade's event loop (the store stays the caller's)."""
+        self._loop.close()
+
+    def __enter__(self) -> MemoryLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

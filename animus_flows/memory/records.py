@@ -1,0 +1,521 @@
+"""Memory records: the enums, the `Memory` dataclass, and its one mapping onto a store item.
+
+A memory is stored through the protocol with key = its id, value = `{"content", ...}` holding
+the record's own fields, and metadata = the caller's metadata plus the reserved keys of the
+protocol (`memory_type`, `sensitivity`, `tier`, `tags`, ...), so any store can filter on them and
+the `memory_bindings` hook can read them without knowing this layer.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from animus_flows.disclosure import sensitivity_of, tier_of
+from animus_flows.errors import InvalidRequest
+from animus_flows.protocol import JSON, RESERVED_METADATA_KEYS, indexed_text, utcnow
+
+
+class MemoryType(StrEnum):
+    """How a memory was acquired and what it represents (seed 003; `reflective` from seed 002)."""
+
+    EPISODIC = "episodic"  # events and conversations: what happened
+    SEMANTIC = "semantic"  # facts and knowledge: what is true
+    PROCEDURAL = "procedural"  # workflows and patterns: how to do things
+    ACTIVE = "active"  # live session state not yet consolidated
+    REFLECTIVE = "reflective"  # insights and lessons: what was learned
+
+
+class Sensitivity(StrEnum):
+    """Who may see a memory; only PUBLIC ones may leave the system (egress)."""
+
+    PUBLIC = "public"
+    PERSONAL = "personal"
+    CONFIDENTIAL = "confidential"
+    SECRET = "secret"
+
+
+class MemoryTier(StrEnum):
+    """Temperature tier: retention priority and the order of progressive disclosure."""
+
+    HOT = "hot"
+    WARM = "warm"
+    COLD = "cold"
+
+
+#: Tiers from coldest to hottest: promotion moves right, demotion left.
+TIER_LADDER = (MemoryTier.COLD, MemoryTier.WARM, MemoryTier.HOT)
+
+#: What an absent metadata key means, so store filters can include items that omit it.
+METADATA_DEFAULTS: dict[str, str] = {
+    "memory_type": MemoryType.SEMANTIC.value,
+    "sensitivity": Sensitivity.PUBLIC.value,
+    "tier": MemoryTier.WARM.value,
+    "source": "stated",
+    "provenance": "direct",
+}
+
+#: Reserved keys the caller's metadata may carry: the layer's own redaction bookkeeping.
+REDACTION_KEYS = ("_redaction_count", "_redaction_types")
+
+# Layer bookkeeping in store metadata. `_bucket` (the id's first two characters) lets the layer
+# enumerate a scope in slices and find ids by prefix despite the store's top_k cap; `_entities`
+# holds linked entity keys so stores can filter on them; `_deleted` marks a forgotten memory.
+BUCKET_KEY = "_bucket"
+ENTITIES_KEY = "_entities"
+DELETED_KEY = "_deleted"
+LAYER_KEYS = frozenset({BUCKET_KEY, ENTITIES_KEY, DELETED_KEY})
+
+# Record fields kept in the stored value rather than in metadata.
+_VALUE_FIELDS = (
+    "content",
+    "subtype",
+    "change_summary",
+    "created_at",
+    "updated_at",
+    "access_count",
+    "last_accessed",
+    "entities",
+)
+
+
+def normalize_tag(tag: object) -> str:
+    """A tag as stored: lowercase, inner whitespace collapsed; empty tags are an error."""
+    if not isinstance(tag, str):
+        raise InvalidRequest(f"tag {tag!r} is a {type(tag).__name__}; tags are strings")
+    normalized = " ".join(tag.split()).lower()
+    if not normalized:
+        raise InvalidRequest(f"tag {tag!r} is empty; pass a word such as 'preference'")
+    return normalized
+
+
+def normalize_tags(tags: Iterable[object] | None) -> list[str]:
+    """Normalized tags, first occurrence kept, order preserved."""
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        raise InvalidRequest(f"tags {tags!r} is a string; pass a list such as [{tags!r}]")
+    return list(dict.fromkeys(normalize_tag(tag) for tag in tags))
+
+
+def entity_key(name: str) -> str:
+    """The key two mentions of one entity share: lowercase, whitespace collapsed."""
+    return " ".join(name.split()).lower()
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A named thing a memory mentions (a person, a project, ...), found by `entities.py`."""
+
+    name: str
+    type: str = "unknown"
+
+    @property
+    def key(self) -> str:
+        return entity_key(self.name)
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "type": self.type}
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat()
+
+
+@dataclass(kw_only=True)
+class Memory:
+    """One memory: seed 003's record fields plus free-form `metadata` and linked `entities`.
+
+    Enum fields accept their lowercase values (`memory_type="episodic"`); tags are normalized
+    to lowercase. `metadata` carries the caller's keys and, after redaction, `_redaction_count`
+    and `_redaction_types`.
+
+    Example:
+        ```python
+        from animus_flows.memory import Memory, MemoryType
+
+        memory = Memory(content="User prefers dark mode", memory_type=MemoryType.SEMANTIC,
+                        tags=["preference", "UI"])
+        memory.tags  # ['preference', 'ui']
+        ```
+    """
+
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    content: str
+    memory_type: MemoryType = MemoryType.SEMANTIC
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+    tags: list[str] = field(default_factory=list)
+    source: str = "stated"
+    confidence: float = 1.0
+    subtype: str | None = None
+    version: int = 1
+    parent_id: str | None = None
+    change_summary: str | None = None
+    provenance: str = "direct"
+    sensitivity: Sensitivity = Sensitivity.PUBLIC
+    tier: MemoryTier = MemoryTier.WARM
+    access_count: int = 0
+    last_accessed: datetime | None = None
+    metadata: dict[str, JSON] = field(default_factory=dict)
+    entities: list[Entity] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id or "\x00" in self.id:
+            raise InvalidRequest(f"memory id {self.id!r} must be a non-empty string")
+        if not isinstance(self.content, str):
+            raise InvalidRequest(
+                f"content {self.content!r} is a {type(self.content).__name__}; pass text"
+            )
+        self.memory_type = _enum(MemoryType, self.memory_type, "memory_type")
+        self.sensitivity = _enum(Sensitivity, self.sensitivity, "sensitivity")
+        self.tier = _enum(MemoryTier, self.tier, "tier")
+        self.tags = normalize_tags(self.tags)
+        for name in ("source", "provenance"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise InvalidRequest(f"{name} {value!r} must be a non-empty string")
+        for name in ("subtype", "parent_id", "change_summary"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidRequest(f"{name} {value!r} must be a string or None")
+        confidence = self.confidence
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, (int, float))
+            or math.isnan(confidence)
+            or not 0.0 <= confidence <= 1.0
+        ):
+            raise InvalidRequest(f"confidence {confidence!r} must be a number from 0.0 to 1.0")
+        self.confidence = float(confidence)
+        for name, least in (("version", 1), ("access_count", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidRequest(f"{name} {value!r} must be an integer >= {least}")
+        for name in ("created_at", "updated_at", "last_accessed"):
+            value = getattr(self, name)
+            if value is None and name == "last_accessed":
+                continue
+            if not isinstance(value, datetime):
+                raise InvalidRequest(f"{name} {value!r} must be a datetime")
+            setattr(self, name, _aware(value))
+        if not isinstance(self.metadata, dict) or not all(
+            isinstance(key, str) for key in self.metadata
+        ):
+            raise InvalidRequest(f"metadata {self.metadata!r} must be an object with string keys")
+        self.entities = [
+            entity if isinstance(entity, Entity) else _entity_from_json(entity, "entities")
+            for entity in self.entities
+        ]
+
+    @property
+    def redaction_count(self) -> int:
+        """How many secrets were replaced by markers when this memory was written."""
+        count = self.metadata.get("_redaction_count", 0)
+        return count if isinstance(count, int) else 0
+
+    def to_json(self) -> dict[str, JSON]:
+        """The record as JSON: every field, enums as lowercase strings, times in ISO 8601."""
+        return {
+            "id": self.id,
+            "content": self.content,
+            "memory_type": self.memory_type.value,
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+            "tags": list(self.tags),
+            "source": self.source,
+            "confidence": self.confidence,
+            "subtype": self.subtype,
+            "version": self.version,
+            "parent_id": self.parent_id,
+            "change_summary": self.change_summary,
+            "provenance": self.provenance,
+            "sensitivity": self.sensitivity.value,
+            "tier": self.tier.value,
+            "access_count": self.access_count,
+            "last_accessed": _iso(self.last_accessed),
+            "metadata": dict(self.metadata),
+            "entities": [entity.to_json() for entity in self.entities],
+        }
+
+    @classmethod
+    def from_json(cls, data: object, *, where: str = "memory") -> Memory:
+        """A memory from its JSON record; `id` and `content` are required, the rest defaults.
+
+        Raises:
+            InvalidRequest: naming `where`, the field and what it must be.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidRequest(f"{where}: {data!r} is not an object; pass a memory record")
+        unknown = sorted(set(data) - set(RECORD_FIELDS))
+        if unknown:
+            raise InvalidRequest(
+                f"{where}: unknown field(s) {', '.join(unknown)}; "
+                f"a record has {', '.join(RECORD_FIELDS)}"
+            )
+        for required in ("id", "content"):
+            if required not in data:
+                raise InvalidRequest(f"{where}: missing {required!r}; every record needs one")
+        fields = dict(data)
+        try:
+            for name in ("created_at", "updated_at", "last_accessed"):
+                if fields.get(name) is not None:
+                    fields[name] = _parse_time(fields[name], name)
+                elif name != "last_accessed":
+                    fields.pop(name, None)
+            for name in ("tags", "metadata", "entities"):
+                if fields.get(name) is None:
+                    fields.pop(name, None)
+            if "entities" in fields:
+                if not isinstance(fields["entities"], list):
+                    raise InvalidRequest(f"entities {fields['entities']!r} must be a list")
+                fields["entities"] = [_entity_from_json(e, "entities") for e in fields["entities"]]
+            return cls(**fields)
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"{where}: {exc}") from None
+
+
+RECORD_FIELDS = tuple(name for name in Memory.__dataclass_fields__)
+
+
+def _enum(kind: type[StrEnum], value: object, name: str) -> Any:
+    try:
+        return kind(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        choices = ", ".join(member.value for member in kind)
+        raise InvalidRequest(f"{name} {value!r} is not one of {choices}") from None
+
+
+def _parse_time(value: object, name: str) -> datetime:
+    if isinstance(value, datetime):
+        return _aware(value)
+    try:
+        return _aware(datetime.fromisoformat(str(value)))
+    except ValueError:
+        raise InvalidRequest(
+            f"{name} {value!r} is not an ISO 8601 time such as 2026-01-31T12:00:00+00:00"
+        ) from None
+
+
+def _entity_from_json(data: object, where: str) -> Entity:
+    if isinstance(data, Entity):
+        return data
+    if (
+        not isinstance(data, Mapping)
+        or not isinstance(data.get("name"), str)
+        or not data["name"].strip()
+        or not isinstance(data.get("type", "unknown"), str)
+        or set(data) - {"name", "type"}
+    ):
+        raise InvalidRequest(f"{where}: entity {data!r} must be {{'name': str, 'type': str}}")
+    return Entity(data["name"], data.get("type", "unknown"))
+
+
+# -- the store mapping ---------------------------------------------------------------------
+
+
+def bucket_of(memory_id: str) -> str:
+    """The enumeration slice of an id: its first two characters, lowercase."""
+    return memory_id[:2].lower()
+
+
+def check_user_metadata(metadata: Mapping[str, JSON] | None) -> dict[str, JSON]:
+    """The caller's metadata, refusing keys the layer owns (they have their own parameters)."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
+        raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
+    owned = sorted((set(metadata) & (RESERVED_METADATA_KEYS | LAYER_KEYS)) - set(REDACTION_KEYS))
+    if owned:
+        raise InvalidRequest(
+            f"metadata key(s) {', '.join(owned)} are reserved by the memory layer; pass "
+            "memory_type=, sensitivity=, tier=, tags=, source=, confidence= or provenance= "
+            "instead, or rename the key"
+        )
+    return dict(metadata)
+
+
+def to_store(memory: Memory, *, agent: str) -> tuple[dict[str, JSON], dict[str, JSON]]:
+    """The `(value, metadata)` a store keeps for `memory`; `agent` is the owning scope's agent
+    (`"shared"` for the project scope)."""
+    metadata = check_user_metadata(memory.metadata)
+    metadata.update(
+        {
+            "memory_type": memory.memory_type.value,
+            "sensitivity": memory.sensitivity.value,
+            "tier": memory.tier.value,
+            "tags": list(memory.tags),
+            "agent": agent,
+            "version": memory.version,
+            "source": memory.source,
+            "confidence": memory.confidence,
+            "provenance": memory.provenance,
+            BUCKET_KEY: bucket_of(memory.id),
+        }
+    )
+    if memory.parent_id is not None:
+        metadata["parent_id"] = memory.parent_id
+    if memory.entities:
+        metadata[ENTITIES_KEY] = list(dict.fromkeys(entity.key for entity in memory.entities))
+    value: dict[str, JSON] = {
+        "content": memory.content,
+        "subtype": memory.subtype,
+        "change_summary": memory.change_summary,
+        "created_at": _iso(memory.created_at),
+        "updated_at": _iso(memory.updated_at),
+        "access_count": memory.access_count,
+        "last_accessed": _iso(memory.last_accessed),
+    }
+    if memory.entities:
+        value["entities"] = [entity.to_json() for entity in memory.entities]
+    return value, metadata
+
+
+def is_tombstone(metadata: Mapping[str, JSON]) -> bool:
+    """Whether an item is what `forget` leaves behind until it expires."""
+    return metadata.get(DELETED_KEY) is True
+
+
+def stored_time(value: JSON, name: str) -> datetime | None:
+    """A timestamp the layer wrote into a stored value, or None when it has none."""
+    if isinstance(value, dict) and isinstance(value.get(name), str):
+        try:
+            return _aware(datetime.fromisoformat(value[name]))
+        except ValueError:
+            return None
+    return None
+
+
+def from_store(
+    key: str,
+    value: JSON,
+    metadata: Mapping[str, JSON],
+    *,
+    created_at: datetime | None = None,
+    updated_at: datetime | None = None,
+) -> Memory:
+    """The memory a store item holds.
+
+    Reads leniently, so items written by other tools (the CLI, the write-back hook) read as
+    memories too: a plain value is the content, missing fields take their defaults, unknown
+    value fields land in `metadata`, and sensitivity and tier go through `disclosure.py` (an
+    unrecognized sensitivity reads as SECRET). `created_at`/`updated_at` are the store's times,
+    used when the value carries none.
+    """
+    body = value if isinstance(value, dict) and isinstance(value.get("content"), str) else None
+    extra: dict[str, JSON] = {}
+    if body is not None:
+        owned = RESERVED_METADATA_KEYS | LAYER_KEYS
+        extra = {k: v for k, v in body.items() if k not in _VALUE_FIELDS and k not in owned}
+    content = content_of(value)
+    user = {
+        k: v
+        for k, v in metadata.items()
+        if k not in RESERVED_METADATA_KEYS and k not in LAYER_KEYS and not k.startswith("_animus")
+    }
+    for name in REDACTION_KEYS:
+        if name in metadata:
+            user[name] = metadata[name]
+    fields: dict[str, Any] = body or {}
+    created = stored_time(value, "created_at") or created_at or utcnow()
+    return Memory(
+        id=key,
+        content=content,
+        memory_type=memory_type_of(metadata),
+        created_at=created,
+        updated_at=stored_time(value, "updated_at") or updated_at or created,
+        tags=tags_of(metadata),
+        source=_text(metadata.get("source"), "stated"),
+        confidence=_confidence(metadata.get("confidence")),
+        subtype=_optional_text(fields.get("subtype")),
+        version=_count(metadata.get("version"), 1),
+        parent_id=_optional_text(metadata.get("parent_id")),
+        change_summary=_optional_text(fields.get("change_summary")),
+        provenance=_text(metadata.get("provenance"), "direct"),
+        sensitivity=Sensitivity(sensitivity_of(metadata)),
+        tier=MemoryTier(tier_of(metadata)),
+        access_count=_count(fields.get("access_count"), 0),
+        last_accessed=stored_time(value, "last_accessed"),
+        metadata={**extra, **user},
+        entities=_lenient_entities(fields.get("entities")),
+    )
+
+
+# Cheap readers of single fields, for callers (the loader) that inspect many items and build
+# few memories; `from_store` uses them too, so both read an item the same way.
+
+
+def content_of(value: JSON) -> str:
+    """A stored value's text: the layer's `content`, else what the store indexes."""
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return indexed_text(value)
+
+
+def memory_type_of(metadata: Mapping[str, JSON]) -> MemoryType:
+    """An item's memory type; absent or unknown reads as SEMANTIC, the seed's default."""
+    value = metadata.get("memory_type")
+    try:
+        return MemoryType(str(value).lower()) if value is not None else MemoryType.SEMANTIC
+    except ValueError:
+        return MemoryType.SEMANTIC
+
+
+def tags_of(metadata: Mapping[str, JSON]) -> list[str]:
+    """An item's tags, normalized; anything malformed reads as no tags."""
+    value = metadata.get("tags")
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    return list(dict.fromkeys(" ".join(t.split()).lower() for t in value if isinstance(t, str)))
+
+
+def _lenient_entities(value: object) -> list[Entity]:
+    if not isinstance(value, list):
+        return []
+    entities = []
+    for item in value:
+        try:
+            entities.append(_entity_from_json(item, "entities"))
+        except InvalidRequest:
+            continue
+    return entities
+
+
+def _text(value: object, default: str) -> str:
+    return value if isinstance(value, str) and value else default
+
+
+def _optional_text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _confidence(value: object) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+        return min(1.0, max(0.0, float(value)))
+    return 1.0
+
+
+def _count(value: object, least: int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return value
+    return least
+
+
+def metadata_filter(name: str, values: Iterable[str]) -> list[str | None]:
+    """A store filter for `name` in `values`, matching items that omit `name` when its default
+    is among `values` (an item without `tier` is WARM)."""
+    options: list[str | None] = list(dict.fromkeys(values))
+    if METADATA_DEFAULTS.get(name) in options:
+        options.append(None)
+    return options

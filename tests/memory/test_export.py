@@ -1,0 +1,144 @@
+"""Export, import and backup: the document, strict validation, idempotency, atomic ZIPs."""
+
+import json
+import uuid
+import zipfile
+
+import pytest
+
+from animus_flows.errors import InvalidRequest
+from animus_flows.memory import Memory, MemoryLayer
+from animus_flows.memory.export import (
+    EXPORT_FORMAT,
+    export_document,
+    parse_export,
+    read_backup,
+)
+from animus_flows.protocol import Scope
+from animus_flows.stores import SQLiteStore
+
+SCOPE = Scope("demo", agent_id="dev")
+
+
+def test_export_is_one_json_document_with_every_record(memory):
+    first = memory.remember("first", tags=["a"], sensitivity="secret")
+    second = memory.update_with_version(first.id, content="second")
+    document = json.loads(memory.export_memories())
+    assert document["format"] == EXPORT_FORMAT and document["version"] == 1
+    assert document["scope"] == SCOPE.to_json() and document["count"] == 2
+    assert [m["id"] for m in document["memories"]] == [first.id, second.id]
+    assert document["memories"][0]["sensitivity"] == "secret"  # internal reads see everything
+    assert Memory.from_json(document["memories"][1]) == memory.get_memory(second.id)
+
+
+def test_export_then_import_elsewhere_reproduces_the_records(memory, db):
+    memory.remember("fact", tags=["x"], metadata={"k": [1, 2]}, confidence=0.5)
+    memory.remember_procedure("deploy", "release day", ["build", "ship"])
+    text = memory.export_memories()
+    with MemoryLayer(SQLiteStore(db), Scope("demo", agent_id="qa")) as other:
+        assert other.import_memories(text) == 2
+        assert json.loads(other.export_memories())["memories"] == json.loads(text)["memories"]
+
+
+def test_import_is_idempotent_on_ids(memory):
+    text = json.dumps([{"id": str(uuid.uuid4()), "content": f"n{n}"} for n in range(5)])
+    assert memory.import_memories(text) == 5
+    assert memory.import_memories(text) == 5
+    assert len(memory.recall("", limit=50)) == 5
+
+
+def test_import_accepts_a_bare_list_and_defaults_provenance(memory):
+    memory_id = "3F2A9C1B-8D7E-4F5A-9B3C-2D1E0F9A8B7C"
+    assert memory.import_memories(json.dumps([{"id": memory_id, "content": "bare"}])) == 1
+    stored = memory.get_memory(memory_id.lower())
+    assert (stored.content, stored.provenance) == ("bare", "import")
+
+
+def test_import_redacts_like_any_write(memory):
+    text = json.dumps([{"id": str(uuid.uuid4()), "content": "key AKIAIOSFODNN7EXAMPLE"}])
+    memory.import_memories(text)
+    (stored,) = memory.recall("key")
+    assert stored.content == "key [REDACTED:aws_access_key]"
+    assert stored.metadata["_redaction_count"] == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("not json", "import data is not valid JSON (Expecting value at line 1 column 1)"),
+        ('{"format": "other"}', "import data has format 'other', not 'animus-memories'"),
+        ('{"format": "animus-memories", "version": 9, "memories": []}', "export version 9"),
+        ('{"format": "animus-memories", "version": 1}', "import data has no list of memories"),
+        ('"text"', "import data has no list of memories"),
+        ('[{"id": "nope", "content": "x"}]', "memories[1]: id 'nope' is not a UUID"),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x", "parent_id": "p"}]',
+            "memories[1].parent_id: id 'p' is not a UUID",
+        ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x"},'
+            ' {"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "y"}]',
+            "memories[2]: id 3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c repeats memories[1]",
+        ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x", "confidence": 2}]',
+            "memories[1]: confidence 2 must be a number from 0.0 to 1.0",
+        ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x",'
+            ' "metadata": {"tier": "hot"}}]',
+            "tier are reserved by the memory layer",
+        ),
+    ],
+)
+def test_bad_imports_are_refused_whole(memory, raw, data, message):
+    good = [{"id": str(uuid.uuid4()), "content": "would be fine"}]
+    if data.startswith("["):  # a valid record comes first (memories[0]); it is not written
+        data = json.dumps(good)[:-1] + ", " + data[1:]
+    with pytest.raises(InvalidRequest) as caught:
+        memory.import_memories(data)
+    assert message in str(caught.value)
+    assert raw.query(SCOPE, "", top_k=10) == []
+
+
+def test_import_takes_text_only(memory):
+    with pytest.raises(InvalidRequest, match="takes JSON text, not list"):
+        memory.import_memories([])
+
+
+def test_backup_is_a_zip_with_the_export_and_a_checked_manifest(memory, tmp_path):
+    memory.remember("backed up")
+    path = memory.backup(tmp_path / "backups" / "demo.zip")
+    assert path == tmp_path / "backups" / "demo.zip"
+    with zipfile.ZipFile(path) as zf:
+        assert sorted(zf.namelist()) == ["manifest.json", "memories.json"]
+        manifest = json.loads(zf.read("manifest.json"))
+    assert manifest["count"] == 1 and manifest["scope"] == SCOPE.to_json()
+    text = read_backup(path)
+    assert [m.content for m in parse_export(text)] == ["backed up"]
+    assert list((tmp_path / "backups").iterdir()) == [path]  # no partial files left
+
+
+def test_a_backup_replaces_the_old_file_whole_and_checks_its_contents(memory, tmp_path):
+    target = tmp_path / "b.zip"
+    memory.remember("one")
+    memory.backup(target)
+    memory.remember("two")
+    memory.backup(target)
+    assert len(parse_export(read_backup(target))) == 2
+    with zipfile.ZipFile(target) as zf:
+        manifest = zf.read("manifest.json")
+    with zipfile.ZipFile(target, "w") as zf:
+        zf.writestr("manifest.json", manifest)
+        zf.writestr("memories.json", "tampered")
+    with pytest.raises(InvalidRequest, match="does not match its manifest checksum"):
+        read_backup(target)
+    with pytest.raises(InvalidRequest, match="is a folder"):
+        memory.backup(tmp_path)
+
+
+def test_the_export_document_is_ordered_oldest_first():
+    older = Memory(content="a")
+    newer = Memory(content="b")
+    document = export_document([newer, older], SCOPE)
+    assert [m["content"] for m in document["memories"]] == ["a", "b"]

@@ -1,0 +1,205 @@
+"""`animus memory export|import` and redaction in `animus memory put`, in-process and for real."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from animus_flows.cli import app
+from animus_flows.memory import MemoryLayer
+from animus_flows.protocol import Scope
+from animus_flows.stores import SQLiteStore
+
+WORKFLOW = """\
+version: 1
+project: demo
+stores:
+  memory-local: {type: sqlite, path: .animus/memory.db}
+  other: {type: sqlite, path: .animus/other.db}
+agents: {a: {}}
+workflows: {w: {phases: [{id: p, agent: a}]}}
+"""
+LOCAL = ("--plugin", "memory-local")
+DEV = ("--scope", "agent", "--agent-id", "dev")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "animus.yaml").write_text(WORKFLOW)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def invoke(*args: str, stdin: str | None = None):
+    return CliRunner().invoke(app, list(args), input=stdin)
+
+
+def seed(project: Path, scope: Scope, *contents: str) -> list[str]:
+    with MemoryLayer(SQLiteStore(project / ".animus" / "memory.db"), scope) as layer:
+        return [layer.remember(content, tags=["seeded"]).id for content in contents]
+
+
+def memories_in(project: Path, db: str, scope: Scope) -> list[str]:
+    with MemoryLayer(SQLiteStore(project / ".animus" / db), scope) as layer:
+        return sorted(m.content for m in layer.recall("", limit=100))
+
+
+def test_export_prints_the_document_and_import_reads_it_back(project):
+    seed(project, Scope("demo", agent_id="dev"), "first note", "second note")
+    exported = invoke("memory", "export", *LOCAL, *DEV)
+    assert exported.exit_code == 0, exported.output
+    document = json.loads(exported.stdout)
+    assert document["format"] == "animus-memories" and document["count"] == 2
+    assert document["scope"] == {"project_id": "demo", "agent_id": "dev", "task_id": None}
+    (project / "dev.json").write_text(exported.stdout)
+
+    imported = invoke("memory", "import", "dev.json", "--plugin", "other", "--scope", "project")
+    assert imported.exit_code == 0, imported.output
+    assert imported.stdout == "imported 2 memories into project=demo\n"
+    again = invoke(
+        "memory", "import", "dev.json", "--plugin", "other", "--scope", "project", "--json"
+    )
+    assert json.loads(again.stdout) == {"imported": 2}
+    assert memories_in(project, "other.db", Scope("demo")) == ["first note", "second note"]
+
+
+def test_export_to_a_file_reports_the_count(project):
+    seed(project, Scope("demo"), "shared note")
+    result = invoke(
+        "memory", "export", *LOCAL, "--scope", "project", "-o", "out/all.json", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"exported": 1, "path": "out/all.json"}
+    assert json.loads((project / "out" / "all.json").read_text())["count"] == 1
+    plain = invoke("memory", "export", *LOCAL, "--scope", "project", "--output", "all.json")
+    assert plain.stdout == "exported 1 memories from project=demo to all.json\n"
+
+
+def test_import_reads_stdin(project):
+    seed(project, Scope("demo", agent_id="dev"), "piped note")
+    text = invoke("memory", "export", *LOCAL, *DEV).stdout
+    result = invoke("memory", "import", "-", "--plugin", "other", *DEV, stdin=text)
+    assert result.exit_code == 0, result.output
+    assert memories_in(project, "other.db", Scope("demo", agent_id="dev")) == ["piped note"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "error: import data is not valid JSON (Expecting property name"),
+        ('{"format": "zip"}', "error: import data has format 'zip', not 'animus-memories'"),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok"}, {"id": "x"}]',
+            "error: memories[1]: id 'x' is not a UUID",
+        ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok", "tier": "tepid"}]',
+            "error: memories[0]: tier 'tepid' is not one of hot, warm, cold",
+        ),
+    ],
+)
+def test_bad_import_input_is_exit_2_one_line_and_writes_nothing(project, content, message):
+    (project / "bad.json").write_text(content)
+    result = invoke("memory", "import", "bad.json", *LOCAL, "--scope", "project")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+    assert result.stdout == ""
+    assert memories_in(project, "memory.db", Scope("demo")) == []
+
+
+def test_import_of_a_missing_file_is_a_usage_error(project):
+    result = invoke("memory", "import", "nope.json", *LOCAL, "--scope", "project")
+    assert result.exit_code == 2
+    assert result.stderr == "error: nope.json: no such file; pass the path of a memory export\n"
+
+
+def test_export_and_import_follow_the_store_flag_conventions(project):
+    unchosen = invoke("memory", "export", "--scope", "project")
+    assert unchosen.exit_code == 2 and "choose one with --plugin" in unchosen.stderr
+    no_agent = invoke("memory", "export", *LOCAL, "--scope", "agent")
+    assert no_agent.exit_code == 2 and "--scope agent needs --agent-id ID" in no_agent.stderr
+    (project / "x.json").write_text("[]")
+    no_file = invoke(
+        "memory",
+        "import",
+        "x.json",
+        *LOCAL,
+        "--scope",
+        "project",
+        "--workflow-file",
+        "missing.yaml",
+    )
+    assert no_file.exit_code == 2 and "no workflow file missing.yaml" in no_file.stderr
+
+
+def test_put_redacts_secrets_in_the_value_and_metadata(project):
+    result = invoke(
+        "memory",
+        "put",
+        *LOCAL,
+        "--scope",
+        "project",
+        "--key",
+        "deploy",
+        "--value",
+        '{"content": "use AKIAIOSFODNN7EXAMPLE", "password": "hunter2"}',
+        "--metadata",
+        '{"note": "token ghp_16C7e42F292c6912E7710c838347Ae178B4a"}',
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    item = json.loads(result.stdout)
+    assert item["value"] == {
+        "content": "use [REDACTED:aws_access_key]",
+        "password": "[REDACTED:password]",
+    }
+    assert item["metadata"] == {
+        "note": "token [REDACTED:github_token]",
+        "_redaction_count": 3,
+        "_redaction_types": ["aws_access_key", "github_token", "password"],
+    }
+    plain = invoke(
+        "memory", "put", *LOCAL, "--scope", "project", "--key", "k", "--value", '"password=hunter2"'
+    )
+    assert plain.stdout == "stored 'k' in project=demo (1 secret(s) redacted)\n"
+    clean = invoke("memory", "put", *LOCAL, "--scope", "project", "--key", "k2", "--value", "1")
+    assert clean.stdout == "stored 'k2' in project=demo\n"
+
+
+def _animus(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("animus")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [str(exe), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        input=stdin,
+    )
+
+
+def test_export_and_import_as_real_processes(project):
+    seed(project, Scope("demo", agent_id="dev"), "process note one", "process note two")
+    exported = _animus(
+        "memory", "export", *LOCAL, *DEV, "--output", "dev.json", "--json", cwd=project
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout) == {"exported": 2, "path": "dev.json"}
+    imported = _animus(
+        "memory", "import", "dev.json", "--plugin", "other", *DEV, "--json", cwd=project
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout) == {"imported": 2}
+    bad = _animus("memory", "import", "-", *LOCAL, *DEV, cwd=project, stdin="[{]")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("error: import data is not valid JSON")
+    assert memories_in(project, "other.db", Scope("demo", agent_id="dev")) == [
+        "process note one",
+        "process note two",
+    ]
