@@ -33,17 +33,22 @@ def scope_from_flags(
     return Scope(project_id, agent_id if kind == "agent" else None, task_id)
 
 
-@contextmanager
-def open_cli_store(
-    workflow_file: Path, plugin: str | None
-) -> Iterator[tuple[WorkflowFile, SyncStore]]:
-    """The workflow and a blocking store for `--plugin`, closed afterwards."""
+def load_cli_workflow(workflow_file: Path) -> WorkflowFile:
+    """The workflow file named by `--workflow-file`, with a hint when it is missing."""
     if not workflow_file.exists():
         raise ConfigError(
             f"no workflow file {workflow_file}; pass --workflow-file PATH to the file "
             "that declares your stores"
         )
-    workflow = load_workflow(workflow_file)
+    return load_workflow(workflow_file)
+
+
+@contextmanager
+def open_cli_store(
+    workflow_file: Path, plugin: str | None
+) -> Iterator[tuple[WorkflowFile, SyncStore]]:
+    """The workflow and a blocking store for `--plugin`, closed afterwards."""
+    workflow = load_cli_workflow(workflow_file)
     registry = PluginRegistry(workflow)
     _, store = registry.choose(plugin)
     sync = SyncStore(store)

@@ -33,7 +33,7 @@ class PluginRegistry:
         spec = self.workflow.stores.get(plugin_id)
         if spec is None:
             return None
-        store = self._open[plugin_id] = open_store(spec, self.workflow)
+        store = self._open[plugin_id] = open_store(spec, self.workflow, plugin_id)
         return store
 
     def choose(self, plugin_id: str | None) -> tuple[str, MemoryStore]:
