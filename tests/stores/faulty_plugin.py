@@ -44,7 +44,7 @@ def result(method, params):
         version = "9.0.0" if MODE == "version" else "0.1.0"
         return {
             "protocol_version": version,
-            "plugin_id": "faulty",
+            "plugin_id": os.environ.get("FAULTY_PLUGIN_ID", "faulty"),
             "capabilities": {
                 "native_ttl": False,
                 "native_key_get": True,

@@ -5,7 +5,9 @@ the child stopped and reaped; the next call starts a fresh process.
 """
 
 import asyncio
+import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -273,4 +275,23 @@ async def test_bad_arguments_are_refused_by_the_plugin_too(served_sqlite):
     # sent as-is, past the host's own checks: the served store refuses it with -32602
     with pytest.raises(InvalidScope, match="scope project_id is empty"):
         await store.process.call("memory/get", {"scope": {"project_id": ""}, "key": "k"})
+    await store.aclose()
+
+
+async def test_a_workflow_entry_runs_next_to_the_file_with_extra_environment(tmp_path):
+    from animus_flows import load_workflow
+    from animus_flows.stores.specs import open_store
+
+    (tmp_path / "plugins").mkdir()
+    shutil.copy(FAULTY, tmp_path / "plugins" / "faulty.py")
+    (tmp_path / "animus.yaml").write_text(
+        "version: 1\nstores:\n  memory-x:\n    type: jsonrpc\n"
+        f"    command: [{json.dumps(sys.executable)}, plugins/faulty.py, ok]\n"
+        "    env: {FAULTY_PLUGIN_ID: from-the-env}\n"
+    )
+    workflow = load_workflow(tmp_path / "animus.yaml")
+    store = open_store(workflow.stores["memory-x"], workflow, "memory-x")
+    assert repr(store) == "<JsonRpcStore('memory-x')>"
+    handshake = await store.connect()  # found plugins/faulty.py relative to the file's folder
+    assert handshake.plugin_id == "from-the-env"
     await store.aclose()
