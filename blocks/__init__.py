@@ -6,6 +6,12 @@ works in a fresh worker.
 """
 
 from animus_flows.blocks.base import MEMORY_STORE_CAPABILITY, MemoryStoreBlock
+from animus_flows.blocks.jsonrpc import JsonRpcMemoryStore
 from animus_flows.blocks.sqlite import SQLiteMemoryStore
 
-__all__ = ["MEMORY_STORE_CAPABILITY", "MemoryStoreBlock", "SQLiteMemoryStore"]
+__all__ = [
+    "MEMORY_STORE_CAPABILITY",
+    "JsonRpcMemoryStore",
+    "MemoryStoreBlock",
+    "SQLiteMemoryStore",
+]
