@@ -17,13 +17,15 @@ from animus_flows.blocks import (
     JsonRpcMemoryStore,
     MemoryStoreBlock,
     SQLiteMemoryStore,
+    ZepMemoryStore,
 )
 from animus_flows.blocks._logos import ASSETS_URL
 from prefect.testing.standard_test_suites import BlockStandardTestSuite
 
 from animus_flows.protocol import MemoryStore
+from animus_flows.stores.zep import ZepStore
 
-BLOCKS = [SQLiteMemoryStore, JsonRpcMemoryStore]
+BLOCKS = [SQLiteMemoryStore, ZepMemoryStore, JsonRpcMemoryStore]
 ASSETS = Path(__file__).resolve().parents[1] / "docs" / "assets"
 
 
@@ -88,3 +90,16 @@ async def test_jsonrpc_block_runs_its_plugin_and_keeps_env_secret(tmp_path):
     assert clone._store is None and clone.command == block.command
     await store.aclose()
     assert block.get_block_type_slug() == "animus-jsonrpc-memory-store"
+
+
+def test_zep_block_hands_out_a_zep_store_and_never_shows_the_key():
+    block = ZepMemoryStore(api_key="z_block-secret-key", base_url="https://zep.test/api/v2")
+    for text in (repr(block), str(block), block.model_dump_json()):
+        assert "z_block-secret-key" not in text
+    store = block.get_store()
+    assert isinstance(store, ZepStore) and block.get_store() is store
+    assert store.base_url == "https://zep.test"
+    assert "z_block-secret-key" not in repr(store)
+    clone = pickle.loads(pickle.dumps(block))
+    assert clone._store is None and clone.api_key.get_secret_value() == "z_block-secret-key"
+    assert block.get_block_type_slug() == "animus-zep-memory-store"

@@ -8,6 +8,7 @@ from animus_flows.config.models import (
     SQLiteSpec,
     StoreSpec,
     WorkflowFile,
+    ZepSpec,
 )
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import MemoryStore
@@ -37,6 +38,10 @@ def open_store(
             startup_timeout_ms=spec.startup_timeout_ms,
             call_timeout_ms=spec.call_timeout_ms,
         )
+    if isinstance(spec, ZepSpec):
+        from animus_flows.stores.zep import ZepStore
+
+        return ZepStore.from_spec(spec, plugin_id=plugin_id)
     if isinstance(spec, BlockRef):
         raise ConfigError(
             f"store {spec.block!r} is a saved Prefect block; resolve it through "
@@ -44,5 +49,5 @@ def open_store(
         )
     raise ConfigError(
         f"store type {spec.type!r} is not supported by this version of animus-flows; "
-        "use type: sqlite or jsonrpc"
+        "use type: sqlite, zep or jsonrpc"
     )
