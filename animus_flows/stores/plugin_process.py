@@ -81,6 +81,8 @@ class PluginProcess:
     async def ensure_started(self) -> codec.Handshake:
         """Start the plugin and shake hands, unless a live plugin already did."""
         loop = asyncio.get_running_loop()
+        if self._loop is loop and self.handshake is not None and self._alive():
+            return self.handshake  # the common case: no lock on the hot path
         if self._loop is not loop:
             # Pipes belong to the loop that opened them; a new loop gets a new process.
             self._abandon()
@@ -96,7 +98,8 @@ class PluginProcess:
         await self.ensure_started()
         proc = self._proc
         try:
-            response = await asyncio.wait_for(self._exchange(method, params), self.call_timeout)
+            async with asyncio.timeout(self.call_timeout):  # no extra task, unlike wait_for
+                response = await self._exchange(method, params)
         except TimeoutError:
             await self._stop(proc, hard=True)
             raise StoreTimeout(
