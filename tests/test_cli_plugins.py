@@ -152,3 +152,11 @@ def test_plugin_faults_are_one_line_and_the_right_exit_code(project, plugin, arg
     assert result.stderr.startswith(message)
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stdout == ""
+
+
+def test_a_plugins_own_refusal_is_a_usage_error(project):
+    result = invoke("memory", "list-scopes", "--plugin", "memory-dict", "--cursor", "bogus")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: plugin memory-dict: cursor 'bogus' was not returned by this plugin"
+    )

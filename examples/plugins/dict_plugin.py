@@ -111,6 +111,8 @@ class Store:
         )
         if project_id is not None:
             scopes = [scope for scope in scopes if scope[0] == project_id]
+        if cursor is not None and not (isinstance(cursor, str) and cursor.isdigit()):
+            raise ParamError(f"cursor {cursor!r} was not returned by this plugin")
         start = int(cursor) if cursor else 0
         page = scopes[start : start + limit]
         more = start + limit < len(scopes)
@@ -225,6 +227,9 @@ def answer(store, line):
         response = error(request_id, -32602, str(exc))
     except OSError as exc:
         response = error(request_id, -32000, f"cannot save items: {exc}")
+    except Exception as exc:  # a bug: report it and keep serving
+        print(f"dict-plugin: {request['method']} failed: {exc!r}", file=sys.stderr)
+        response = error(request_id, -32603, f"internal error: {exc!r}")
     return None if "id" not in request else response
 
 
