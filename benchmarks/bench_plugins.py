@@ -96,15 +96,19 @@ async def jsonrpc(items: int, calls: int) -> None:
                 elapsed = await timed(store.query, scope, text, top_k=8)
                 if n >= 200:
                     samples.append(elapsed)
+        # The bare round trip: a request the plugin answers without touching the store.
+        bare = [await timed(served.process.call, "initialize", {}) for _ in range(calls)]
         await served.aclose()
         await local.aclose()
     (lp50, lp95), (wp50, wp95) = summary(in_process), summary(over_wire)
+    bp50, bp95 = summary(bare)
     print(f"JSON-RPC memory/query, top 8, {items:,} items in {SCOPES} scopes, {calls:,} calls each")
     print("| path | p50 ms | p95 ms |")
     print("| --- | ---: | ---: |")
     print(f"| SQLite in process | {lp50:.3f} | {lp95:.3f} |")
     print(f"| SQLite via `animus memory serve` | {wp50:.3f} | {wp95:.3f} |")
     print(f"| added by JSON-RPC | {wp50 - lp50:.3f} | {wp95 - lp95:.3f} |")
+    print(f"| bare round trip (`initialize`, no store work) | {bp50:.3f} | {bp95:.3f} |")
 
 
 # -- Zep --------------------------------------------------------------------------------------

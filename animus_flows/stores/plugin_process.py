@@ -4,7 +4,8 @@ Requests carry ids and run concurrently; one reader task per process hands each 
 the call waiting for it. Whatever goes wrong with the child ends the same way, within the
 caller's deadline: a hang, a crash, an early exit or garbage on stdout stops the process (its
 whole process group, so helpers it spawned go too), reaps it, fails the calls in flight with
-`StoreTimeout` or `StoreUnavailable`, and the next call starts a fresh process.
+`StoreTimeout` or `StoreUnavailable`, and the next call starts a fresh process. Process
+groups make this POSIX-only (Linux, macOS), like the workers that run it.
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ class PluginProcess:
             proc,
             StoreUnavailable(
                 f"plugin {self.name} {how}{self._stderr_hint()}; it restarts on the next call "
-                f"(run {' '.join(self.command)!r} by hand to see why)"
+                f"(run {self.command[0]!r} by hand to see why)"
             ),
         )
 

@@ -44,8 +44,9 @@ class RetryPolicy:
     """How the store retries 408, 429 and 5xx answers and network errors, within its deadline.
 
     The n-th retry waits `initial_backoff_s * 2**(n-1)` (at most `max_backoff_s`), with
-    jitter, or what the server's Retry-After asks for; a wait that would cross the deadline is
-    not started: the last error is raised instead.
+    jitter, or what the server's Retry-After asks for. A wait that would leave the next
+    attempt less than a quarter of the deadline (at most 0.25 s) is not started: the last
+    error is raised instead.
     """
 
     initial_backoff_s: float = 0.2
@@ -216,7 +217,8 @@ class RetryingHttpClient(AsyncHttpClient):
                 error, wait = found, retry_after(response.headers)
             retries += 1
             delay = wait if wait is not None else self.policy.backoff(retries)
-            if time.monotonic() + delay >= ends_at:
+            # Retry only if the attempt after the wait still has a fair share of the deadline.
+            if time.monotonic() + delay + min(0.25, timeout_s / 4) >= ends_at:
                 raise type(error)(
                     f"{error}; gave up after {retries} attempt(s) within {timeout_s:g} s "
                     "(Zep is unavailable or rate-limiting: retry later or raise timeout_s)"

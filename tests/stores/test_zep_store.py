@@ -219,16 +219,16 @@ async def test_429_and_5xx_are_retried(zep_fake, store):
 
 async def test_retries_give_up_within_the_deadline(zep_fake, client):
     store = ZepStore(
-        zep_fake.api_key, base_url=zep_fake.base_url, http_client=client, retry=FAST, timeout_s=0.3
+        zep_fake.api_key, base_url=zep_fake.base_url, http_client=client, retry=FAST, timeout_s=0.5
     )
     zep_fake.fail_next(503, times=1000, body='{"message": "overloaded"}')
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as raised:
         await store.get(SCOPE, "k")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.5
     message = str(raised.value)
     assert message.startswith("Zep answered HTTP 503 to GET sessions/")
-    assert ": overloaded; gave up after " in message and "within 0.3 s" in message
+    assert ": overloaded; gave up after " in message and "within 0.5 s" in message
     assert "retry later or raise timeout_s" in message
     assert len(zep_fake.log) > 2
 
@@ -258,7 +258,7 @@ async def test_a_hanging_server_is_a_timeout_within_the_deadline(zep_fake, clien
 
 async def test_network_errors_are_retried_then_reported(zep_fake, client):
     store = ZepStore(
-        zep_fake.api_key, base_url=zep_fake.base_url, http_client=client, retry=FAST, timeout_s=0.2
+        zep_fake.api_key, base_url=zep_fake.base_url, http_client=client, retry=FAST, timeout_s=0.4
     )
     zep_fake.router.routes.clear()
     zep_fake.router.route().mock(side_effect=httpx.ConnectError("connection refused"))
@@ -315,7 +315,7 @@ async def test_zep_api_url_in_the_environment_does_not_redirect_the_key(
 
 async def test_the_key_never_shows(zep_fake, client, caplog):
     key = zep_fake.api_key
-    store = ZepStore(key, base_url=zep_fake.base_url, http_client=client, retry=FAST, timeout_s=0.3)
+    store = ZepStore(key, base_url=zep_fake.base_url, http_client=client, retry=FAST, timeout_s=1.0)
     assert key not in repr(store) and key not in store.describe()
     assert key not in repr(store.__dict__)  # SecretStr inside
     caplog.set_level(logging.DEBUG)
