@@ -193,8 +193,12 @@ class ZepStore(BaseStore):
         except ZepNotFound:
             try:
                 await users.add(user_id=user, metadata=wire.user_metadata(project_id))
-            except (ZepConflict, InvalidRequest):
-                await users.get(user)  # another writer created it first; else re-raise
+            except (ZepConflict, InvalidRequest) as refused:
+                # Another writer may have created it first; if not, the refusal stands.
+                try:
+                    await users.get(user)
+                except ZepNotFound:
+                    raise refused from None
         self._known_users.add(user)
         return user
 
@@ -213,8 +217,11 @@ class ZepStore(BaseStore):
                     metadata=wire.session_metadata(scope, live=True),
                 )
                 return session
-            except (ZepConflict, InvalidRequest):
-                found = await memory.get_session(session)  # created meanwhile; else re-raise
+            except (ZepConflict, InvalidRequest) as refused:
+                try:
+                    found = await memory.get_session(session)  # created meanwhile?
+                except ZepNotFound:
+                    raise refused from None
         owner = wire.session_scope(found.metadata)
         if owner != scope:
             raise StoreUnavailable(

@@ -170,11 +170,29 @@ async def test_another_writers_session_is_not_read_as_ours(zep_fake, store):
         await store.put(SCOPE, "k", "again")
 
 
-async def test_a_concurrently_created_user_and_session_are_adopted(zep_fake, store):
-    zep_fake.fail_next(400, method="POST", path="users", body='{"message": "already exists"}')
-    zep_fake.fail_next(409, method="POST", path="sessions", body='{"message": "exists"}')
-    # the fake's GETs then see nothing: both creations must be re-checked, and fail clearly
-    with pytest.raises(StoreUnavailable, match="HTTP 404"):
+async def test_a_user_and_session_created_meanwhile_by_another_writer_are_adopted(zep_fake, store):
+    # Another writer creates both between our lookups and our creations.
+    zep_fake.add_user({"user_id": UID, "metadata": wire.user_metadata("trade-desk")})
+    zep_fake.add_session(
+        {"session_id": SID, "user_id": UID, "metadata": wire.session_metadata(SCOPE, live=True)}
+    )
+    zep_fake.fail_next(404, method="GET", path=f"sessions/{SID}")
+    zep_fake.fail_next(404, method="GET", path=f"users/{UID}")
+    await store.put(SCOPE, "k", "v")
+    assert zep_fake.calls()[:6] == [
+        ("GET", f"/api/v2/sessions/{SID}"),
+        ("GET", f"/api/v2/users/{UID}"),
+        ("POST", "/api/v2/users"),  # refused: it exists now
+        ("GET", f"/api/v2/users/{UID}"),
+        ("POST", "/api/v2/sessions"),  # refused: it exists now
+        ("GET", f"/api/v2/sessions/{SID}"),
+    ]
+    assert (await store.get(SCOPE, "k")).value == "v"
+
+
+async def test_a_creation_refused_for_another_reason_is_reported(zep_fake, store):
+    zep_fake.fail_next(400, method="POST", path="users", body='{"message": "user_id too long"}')
+    with pytest.raises(InvalidRequest, match=r"Zep refused POST users \(HTTP 400\): user_id"):
         await store.put(SCOPE, "k", "v")
 
 
