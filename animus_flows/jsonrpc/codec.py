@@ -332,7 +332,8 @@ _ERRORS_BY_CODE: dict[int, type[AnimusError]] = {
 def error_from_response(error: Mapping[str, JSON], source: str) -> AnimusError:
     """The exception a host raises for a plugin's error object; `source` names the plugin."""
     code = error["code"]
-    message = f"{source}: {error['message']}"
+    # One line, of a sensible length, whatever the plugin sent: it ends up on a terminal.
+    message = f"{source}: {' '.join(str(error['message']).split())[:500]}"
     data = error.get("data")
     name = data.get("error") if isinstance(data, dict) else None
     cls = _ERRORS_BY_CODE.get(code)  # type: ignore[arg-type]

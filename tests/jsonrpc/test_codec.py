@@ -251,3 +251,11 @@ def test_requests_are_json_rpc_2():
         "method": "memory/get",
         "params": {"scope": {"project_id": "p"}, "key": "k"},
     }
+
+
+def test_a_plugins_error_message_is_shown_on_one_line():
+    error = codec.error_from_response(
+        {"code": -32000, "message": "disk full\n  at write()\n" + "x" * 1000}, "plugin p"
+    )
+    assert str(error).startswith("plugin p: disk full at write() xxx")
+    assert "\n" not in str(error) and len(str(error)) <= 510
