@@ -394,6 +394,21 @@ def memory_import(
         typer.echo(f"imported {count} memories into {target}")
 
 
+@memory_app.command("serve")
+@handles_errors
+def memory_serve(
+    plugin: PluginOpt = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+) -> None:
+    """Serve a configured store as a plugin process: JSON-RPC 2.0 lines on stdin/stdout.
+
+    Runs until stdin ends; stdout carries protocol messages only, logs go to stderr.
+    """
+    from animus_flows.jsonrpc.server import serve_plugin
+
+    serve_plugin(workflow_file, plugin)
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="animus")

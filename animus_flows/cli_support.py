@@ -14,7 +14,7 @@ from animus_flows.config.loader import load_workflow
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import ConfigError
 from animus_flows.memory.layer import MemoryLayer
-from animus_flows.plugins import PluginRegistry
+from animus_flows.plugins import PluginRegistry, prefect_server_configured
 from animus_flows.protocol import MemoryStore, Scope
 from animus_flows.stores.base import SyncStore
 from animus_flows.sync import LoopRunner
@@ -39,7 +39,8 @@ def scope_from_flags(
     return Scope(project_id, agent_id if kind == "agent" else None, task_id)
 
 
-def _open_workflow(workflow_file: Path) -> WorkflowFile:
+def load_cli_workflow(workflow_file: Path) -> WorkflowFile:
+    """The workflow file named by `--workflow-file`, with a hint when it is missing."""
     if not workflow_file.exists():
         raise ConfigError(
             f"no workflow file {workflow_file}; pass --workflow-file PATH to the file "
@@ -56,7 +57,8 @@ def choose_store(workflow: WorkflowFile, plugin: str | None) -> MemoryStore:
     loop = LoopRunner()
     try:
         _, store = loop.run(
-            PluginRegistry(workflow).choose(plugin), await_form="await registry.choose(...)"
+            PluginRegistry(workflow, use_blocks=prefect_server_configured()).choose(plugin),
+            await_form="await registry.choose(...)",
         )
     finally:
         loop.close()
@@ -68,7 +70,7 @@ def open_cli_store(
     workflow_file: Path, plugin: str | None
 ) -> Iterator[tuple[WorkflowFile, SyncStore]]:
     """The workflow and a blocking store for `--plugin`, closed afterwards."""
-    workflow = _open_workflow(workflow_file)
+    workflow = load_cli_workflow(workflow_file)
     sync = SyncStore(choose_store(workflow, plugin))
     try:
         yield workflow, sync
@@ -152,7 +154,7 @@ def open_cli_layer(
     The layer runs the store on its own event loop, so the store is opened, used and closed on
     that one loop (plugin processes and HTTP pools are loop-bound).
     """
-    workflow = _open_workflow(workflow_file)
+    workflow = load_cli_workflow(workflow_file)
     scope = scope_from_flags(kind, project_id or workflow.project_id, agent_id, task_id)
     layer = MemoryLayer(choose_store(workflow, plugin), scope)
     try:

@@ -60,8 +60,17 @@ async def load_block_store(slug_and_name: str) -> MemoryStore:
     return get_store()
 
 
+def prefect_server_configured() -> bool:
+    """Whether PREFECT_API_URL names a server: commands never start a temporary one just to
+    look for blocks (it takes seconds), flows run against one anyway."""
+    return bool(os.environ.get("PREFECT_API_URL"))
+
+
 class PluginRegistry:
-    """The memory stores a workflow file can reach, opened on first use."""
+    """The memory stores a workflow file can reach, opened on first use.
+
+    With `use_blocks`, ids not under `stores:` are looked up among saved Prefect blocks.
+    """
 
     def __init__(self, workflow: WorkflowFile, *, use_blocks: bool = True) -> None:
         self.workflow = workflow
@@ -88,7 +97,7 @@ class PluginRegistry:
         spec = self.workflow.stores.get(plugin_id)
         if spec is None or isinstance(spec, BlockRef):
             return None
-        store = self._open[plugin_id] = open_store(spec, self.workflow)
+        store = self._open[plugin_id] = open_store(spec, self.workflow, plugin_id)
         return store
 
     async def resolve(self, plugin_id: str) -> MemoryStore | None:
@@ -121,13 +130,12 @@ class PluginRegistry:
         """The store a command should use: `plugin_id`, or the only one there is.
 
         Never picks silently between several stores: without `plugin_id`, the file's stores and
-        the saved memory-store blocks are counted, and more than one is an error. Blocks are
-        counted when a Prefect server is configured (PREFECT_API_URL): a command never starts
-        a temporary server just to count them.
+        (with `use_blocks`) the saved memory-store blocks are counted, and more than one is an
+        error.
         """
         if plugin_id is None:
             available = list(self.ids())
-            if self.use_blocks and os.environ.get("PREFECT_API_URL"):
+            if self.use_blocks:
                 try:
                     available += [n for n in await find_memory_blocks() if n not in available]
                 except Exception as exc:
@@ -145,10 +153,14 @@ class PluginRegistry:
             plugin_id = available[0]
         store = await self.resolve(plugin_id)
         if store is None:
+            blocks = (
+                "no saved memory-store block has that name"
+                if self.use_blocks
+                else "saved Prefect blocks are looked up when PREFECT_API_URL names a server"
+            )
             raise ConfigError(
                 f"unknown plugin {plugin_id!r}; {self._where()} declares "
-                f"{', '.join(self.ids()) or 'no stores'} and no saved memory-store block has "
-                "that name"
+                f"{', '.join(self.ids()) or 'no stores'} ({blocks})"
             )
         return plugin_id, store
 

@@ -6,6 +6,14 @@ works in a fresh worker.
 """
 
 from animus_flows.blocks.base import MEMORY_STORE_CAPABILITY, MemoryStoreBlock
+from animus_flows.blocks.jsonrpc import JsonRpcMemoryStore
 from animus_flows.blocks.sqlite import SQLiteMemoryStore
+from animus_flows.blocks.zep import ZepMemoryStore
 
-__all__ = ["MEMORY_STORE_CAPABILITY", "MemoryStoreBlock", "SQLiteMemoryStore"]
+__all__ = [
+    "MEMORY_STORE_CAPABILITY",
+    "JsonRpcMemoryStore",
+    "MemoryStoreBlock",
+    "SQLiteMemoryStore",
+    "ZepMemoryStore",
+]

@@ -1,7 +1,10 @@
 """Test session setup: a private PREFECT_HOME, and one Prefect test server for the session."""
 
+import importlib.util
 import os
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +25,22 @@ def prefect_api() -> str:
 
     with prefect_test_harness(server_startup_timeout=180):
         yield PREFECT_API_URL.value()
+
+
+def _load(name: str, folder: str):
+    # Test helpers are loaded by path: with --import-mode=importlib, tests are not a package.
+    path = Path(__file__).parent / folder / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+zep_fake_module = _load("zep_fake", "stores")
+
+
+@pytest.fixture
+def zep_fake():
+    """A fresh, empty fake Zep (tests/stores/zep_fake.py)."""
+    return zep_fake_module.ZepFake()

@@ -6,18 +6,26 @@ urllib handler answers for the repository's asset URL from the checkout (the net
 
 import io
 import pickle
+import sys
 import urllib.request
 from email.message import Message
 from pathlib import Path
 
 import pytest
-from animus_flows.blocks import MEMORY_STORE_CAPABILITY, MemoryStoreBlock, SQLiteMemoryStore
+from animus_flows.blocks import (
+    MEMORY_STORE_CAPABILITY,
+    JsonRpcMemoryStore,
+    MemoryStoreBlock,
+    SQLiteMemoryStore,
+    ZepMemoryStore,
+)
 from animus_flows.blocks._logos import ASSETS_URL
 from prefect.testing.standard_test_suites import BlockStandardTestSuite
 
 from animus_flows.protocol import MemoryStore
+from animus_flows.stores.zep import ZepStore
 
-BLOCKS = [SQLiteMemoryStore]
+BLOCKS = [SQLiteMemoryStore, ZepMemoryStore, JsonRpcMemoryStore]
 ASSETS = Path(__file__).resolve().parents[1] / "docs" / "assets"
 
 
@@ -63,3 +71,35 @@ def test_sqlite_block_hands_out_one_cached_store_and_pickles_without_it(tmp_path
     clone = pickle.loads(pickle.dumps(block))
     assert clone.path == block.path and clone._store is None
     assert block.get_block_type_slug() == "animus-sqlite-memory-store"
+
+
+async def test_jsonrpc_block_runs_its_plugin_and_keeps_env_secret(tmp_path):
+    plugin = Path(__file__).resolve().parents[1] / "tests" / "stores" / "faulty_plugin.py"
+    block = JsonRpcMemoryStore(
+        command=[sys.executable, str(plugin), "ok"],
+        env={"FAULTY_PLUGIN_ID": "sk-secret-value"},
+        cwd=str(tmp_path),
+        call_timeout_ms=2000,
+    )
+    assert "sk-secret-value" not in repr(block)
+    assert "sk-secret-value" not in block.model_dump_json()
+    store = block.get_store()
+    assert isinstance(store, MemoryStore) and block.get_store() is store
+    assert (await store.connect()).plugin_id == "sk-secret-value"  # the plugin got the env
+    clone = pickle.loads(pickle.dumps(block))
+    assert clone._store is None and clone.command == block.command
+    await store.aclose()
+    assert block.get_block_type_slug() == "animus-jsonrpc-memory-store"
+
+
+def test_zep_block_hands_out_a_zep_store_and_never_shows_the_key():
+    block = ZepMemoryStore(api_key="z_block-secret-key", base_url="https://zep.test/api/v2")
+    for text in (repr(block), str(block), block.model_dump_json()):
+        assert "z_block-secret-key" not in text
+    store = block.get_store()
+    assert isinstance(store, ZepStore) and block.get_store() is store
+    assert store.base_url == "https://zep.test"
+    assert "z_block-secret-key" not in repr(store)
+    clone = pickle.loads(pickle.dumps(block))
+    assert clone._store is None and clone.api_key.get_secret_value() == "z_block-secret-key"
+    assert block.get_block_type_slug() == "animus-zep-memory-store"

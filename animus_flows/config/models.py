@@ -82,7 +82,9 @@ class JsonRpcSpec(Model):
     type: Literal["jsonrpc"]
     command: list[str] = Field(min_length=1, description="The plugin's command line.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
-    cwd: str | None = Field(None, description="Working folder, relative to the YAML file.")
+    cwd: str | None = Field(
+        None, description="Working folder, relative to the YAML file; default: its folder."
+    )
     startup_timeout_ms: int = Field(5000, ge=1, description="Deadline for `initialize`.")
     call_timeout_ms: int = Field(5000, ge=1, description="Deadline for one call.")
 

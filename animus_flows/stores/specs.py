@@ -2,19 +2,46 @@
 
 from __future__ import annotations
 
-from animus_flows.config.models import BlockRef, SQLiteSpec, StoreSpec, WorkflowFile
+from animus_flows.config.models import (
+    BlockRef,
+    JsonRpcSpec,
+    SQLiteSpec,
+    StoreSpec,
+    WorkflowFile,
+    ZepSpec,
+)
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import MemoryStore
 from animus_flows.stores.sqlite import SQLiteStore
 
 
-def open_store(spec: StoreSpec, workflow: WorkflowFile) -> MemoryStore:
+def open_store(
+    spec: StoreSpec, workflow: WorkflowFile, plugin_id: str | None = None
+) -> MemoryStore:
     """A new store for `spec`; relative paths resolve against the workflow file's folder.
 
-    `block` specs are resolved by `animus_flows.plugins`, which can reach Prefect.
+    `plugin_id` (the `stores:` key) names the store in errors and logs. `block` specs are
+    resolved by `animus_flows.plugins`, which can reach Prefect.
     """
     if isinstance(spec, SQLiteSpec):
         return SQLiteStore(workflow.resolve_path(spec.path), busy_timeout_ms=spec.busy_timeout_ms)
+    if isinstance(spec, JsonRpcSpec):
+        from animus_flows.stores.jsonrpc import JsonRpcStore
+
+        return JsonRpcStore(
+            spec.command,
+            plugin_id=plugin_id,
+            env=spec.env,
+            # Plugins start next to the workflow file unless told otherwise, so a command
+            # like `python plugin.py` finds a script kept beside it.
+            cwd=workflow.resolve_path(spec.cwd) if spec.cwd is not None else workflow.base_dir,
+            startup_timeout_ms=spec.startup_timeout_ms,
+            call_timeout_ms=spec.call_timeout_ms,
+        )
+    if isinstance(spec, ZepSpec):
+        from animus_flows.stores.zep import ZepStore
+
+        return ZepStore.from_spec(spec, plugin_id=plugin_id)
     if isinstance(spec, BlockRef):
         raise ConfigError(
             f"store {spec.block!r} is a saved Prefect block; resolve it through "
@@ -22,5 +49,5 @@ def open_store(spec: StoreSpec, workflow: WorkflowFile) -> MemoryStore:
         )
     raise ConfigError(
         f"store type {spec.type!r} is not supported by this version of animus-flows; "
-        "use type: sqlite"
+        "use type: sqlite, zep or jsonrpc"
     )

@@ -1,0 +1,453 @@
+"""Framing, parameters, results and error codes of the memory-store protocol over JSON-RPC 2.0.
+
+Pure functions, no I/O: the plugin server and the `jsonrpc` store both use them, so the two ends
+agree byte for byte. docs/protocol.md is the prose version of this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from animus_flows.errors import (
+    AnimusError,
+    ConfigError,
+    InvalidRequest,
+    InvalidScope,
+    StoreError,
+    StoreTimeout,
+    StoreUnavailable,
+    WriteDenied,
+)
+from animus_flows.protocol import (
+    JSON,
+    METHOD_DELETE_SCOPE,
+    METHOD_GET,
+    METHOD_INITIALIZE,
+    METHOD_LIST_SCOPES,
+    METHOD_PUT,
+    METHOD_QUERY,
+    PROTOCOL_VERSION,
+    Capabilities,
+    MemoryItem,
+    QueryHit,
+    Scope,
+    ScopePage,
+)
+
+# -- error codes ----------------------------------------------------------------------------
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+#: Application codes, one per error class a store raises (JSON-RPC leaves -32000..-32099 to
+#: implementations).
+STORE_UNAVAILABLE = -32000
+STORE_TIMEOUT = -32001
+WRITE_DENIED = -32002
+CONFIG_ERROR = -32003
+
+#: The longest line either end accepts; a longer one is dropped whole and answered with an error.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+Id = str | int | None
+
+
+class ProtocolError(Exception):
+    """A message that breaks JSON-RPC itself: answered with `code`, never raised to callers."""
+
+    def __init__(self, code: int, message: str, request_id: Id = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+# -- framing --------------------------------------------------------------------------------
+
+
+def encode(message: Mapping[str, JSON]) -> bytes:
+    """One message as one line: compact UTF-8 JSON (newlines inside strings are escaped)."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8") + b"\n"
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode(line: bytes) -> JSON:
+    """Parse one line; raises ProtocolError(PARSE_ERROR) when it is not JSON."""
+    try:
+        return json.loads(line.decode("utf-8"), parse_constant=_no_constants)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(
+            PARSE_ERROR, f"parse error: {exc}; send one JSON object per line"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class OversizedLine:
+    """Stands in for a line longer than the limit, which was dropped."""
+
+    size: int
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines of at most `limit` bytes; longer lines are dropped whole.
+
+    Example:
+        ```python
+        splitter = LineSplitter()
+        splitter.feed(b'{"a": 1}\\n{"b"')  # [b'{"a": 1}']
+        splitter.feed(b": 2}\\n")  # [b'{"b": 2}']
+        ```
+    """
+
+    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self.limit = limit
+        self._buffer = bytearray()
+        self._dropping: int | None = None  # bytes dropped so far of an oversized line
+
+    def feed(self, data: bytes) -> list[bytes | OversizedLine]:
+        lines: list[bytes | OversizedLine] = []
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            if self._dropping is not None:
+                self._dropping += len(piece)
+            elif len(self._buffer) + len(piece) > self.limit:
+                self._dropping = len(self._buffer) + len(piece)
+                self._buffer.clear()
+            else:
+                self._buffer += piece
+            if end < 0:
+                return lines
+            if self._dropping is not None:
+                lines.append(OversizedLine(self._dropping))
+                self._dropping = None
+            else:
+                lines.append(bytes(self._buffer))
+                self._buffer.clear()
+            start = end + 1
+
+    def pending(self) -> bytes | OversizedLine | None:
+        """What is left after the stream ended without a final newline."""
+        if self._dropping is not None:
+            return OversizedLine(self._dropping)
+        return bytes(self._buffer) if self._buffer.strip() else None
+
+
+# -- requests (the plugin's side) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A well-formed request; `notification` requests (no id) get no response."""
+
+    method: str
+    params: dict[str, JSON]
+    id: Id
+    notification: bool
+
+
+def parse_request(message: JSON) -> Request:
+    """Check a decoded message against JSON-RPC 2.0; raises ProtocolError with the id to answer."""
+    if isinstance(message, list):
+        raise ProtocolError(
+            INVALID_REQUEST,
+            "batch requests are not supported by protocol 0.1.0; send one request per line",
+        )
+    if not isinstance(message, dict):
+        raise ProtocolError(INVALID_REQUEST, f"request {message!r} is not a JSON object")
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):
+        raise ProtocolError(
+            INVALID_REQUEST, f"request id {request_id!r} must be a string, an integer or null"
+        )
+    if message.get("jsonrpc") != "2.0":
+        raise ProtocolError(
+            INVALID_REQUEST,
+            f'"jsonrpc" is {message.get("jsonrpc")!r}; send "jsonrpc": "2.0"',
+            request_id,
+        )
+    method = message.get("method")
+    if not isinstance(method, str):
+        raise ProtocolError(INVALID_REQUEST, f'"method" {method!r} must be a string', request_id)
+    params = message.get("params", {})
+    if isinstance(params, list):
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"{method}: params must be an object of named parameters, not an array",
+            request_id,
+        )
+    if not isinstance(params, dict):
+        raise ProtocolError(INVALID_REQUEST, f"{method}: params {params!r} is not an object")
+    return Request(method, params, request_id, notification="id" not in message)
+
+
+#: Parameters of each memory method: name -> required. Anything else is refused.
+METHOD_PARAMS: dict[str, dict[str, bool]] = {
+    METHOD_INITIALIZE: {"protocol_version": False, "host": False},
+    METHOD_PUT: {
+        "scope": True,
+        "key": True,
+        "value": True,
+        "metadata": False,
+        "ttl_seconds": False,
+    },
+    METHOD_GET: {"scope": True, "key": True},
+    METHOD_QUERY: {"scope": True, "text": True, "top_k": False, "filters": False},
+    METHOD_LIST_SCOPES: {"project_id": False, "cursor": False, "limit": False},
+    METHOD_DELETE_SCOPE: {"scope": True},
+}
+
+_KINDS: dict[str, tuple[str, tuple[type, ...], bool]] = {
+    # name: (what to send, accepted types, null allowed)
+    "key": ("a string", (str,), False),
+    "text": ("a string", (str,), False),
+    "top_k": ("an integer", (int,), False),
+    "limit": ("an integer", (int,), False),
+    "ttl_seconds": ("an integer or null", (int,), True),
+    "metadata": ("an object or null", (dict,), True),
+    "filters": ("an object or null", (dict,), True),
+    "project_id": ("a string or null", (str,), True),
+    "cursor": ("a string or null", (str,), True),
+    "protocol_version": ("a string", (str,), False),
+    "host": ("an object", (dict,), False),
+}
+
+
+def method_arguments(method: str, params: Mapping[str, JSON]) -> dict[str, Any]:
+    """The keyword arguments of the store method for `params`, type-checked.
+
+    Raises InvalidRequest (InvalidScope for a bad scope); the store checks values further.
+    """
+    spec = METHOD_PARAMS[method]
+    unknown = sorted(set(params) - set(spec))
+    if unknown:
+        raise InvalidRequest(
+            f"{method}: unknown param(s) {', '.join(unknown)}; "
+            f"{method} takes {', '.join(spec) or 'no params'}"
+        )
+    missing = [name for name, required in spec.items() if required and name not in params]
+    if missing:
+        raise InvalidRequest(f"{method}: missing param(s) {', '.join(missing)}")
+    arguments: dict[str, Any] = {}
+    for name, value in params.items():
+        if name == "scope":
+            arguments[name] = Scope.from_json(value)
+            continue
+        if name == "value":
+            arguments[name] = value
+            continue
+        what, types, nullable = _KINDS[name]
+        if value is None and nullable:
+            arguments[name] = None
+        elif isinstance(value, bool) or not isinstance(value, types):
+            raise InvalidRequest(f"{method}: param {name} is {json.dumps(value)[:60]}; send {what}")
+        else:
+            arguments[name] = value
+    return arguments
+
+
+def initialize_result(plugin_id: str, capabilities: Capabilities) -> dict[str, JSON]:
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "plugin_id": plugin_id,
+        "capabilities": capabilities.to_json(),
+    }
+
+
+def success(request_id: Id, result: JSON) -> dict[str, JSON]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def failure(request_id: Id, code: int, message: str, error: str | None = None) -> dict[str, JSON]:
+    body: dict[str, JSON] = {"code": code, "message": message}
+    if error is not None:
+        body["data"] = {"error": error}
+    return {"jsonrpc": "2.0", "id": request_id, "error": body}
+
+
+def error_code(exc: BaseException) -> int:
+    """The code a plugin answers with when its store raises `exc`."""
+    if isinstance(exc, InvalidRequest):
+        return INVALID_PARAMS
+    if isinstance(exc, StoreTimeout):
+        return STORE_TIMEOUT
+    if isinstance(exc, WriteDenied):
+        return WRITE_DENIED
+    if isinstance(exc, ConfigError):
+        return CONFIG_ERROR
+    if isinstance(exc, AnimusError):
+        return STORE_UNAVAILABLE
+    return INTERNAL_ERROR
+
+
+# -- requests and responses (the host's side) -----------------------------------------------
+
+
+def request(request_id: int, method: str, params: Mapping[str, JSON]) -> bytes:
+    return encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params)})
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    id: Id
+    result: JSON = None
+    error: dict[str, JSON] | None = None
+
+
+def parse_response(message: JSON) -> Response:
+    """Check a decoded line from a plugin; raises ValueError when it is not a response."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or "id" not in message:
+        raise ValueError("not a JSON-RPC 2.0 response")
+    if ("result" in message) == ("error" in message):
+        raise ValueError("a response carries exactly one of result and error")
+    error = message.get("error")
+    if error is not None and not (
+        isinstance(error, dict)
+        and isinstance(error.get("code"), int)
+        and isinstance(error.get("message"), str)
+    ):
+        raise ValueError("error must be an object with an integer code and a string message")
+    return Response(message["id"], message.get("result"), error)
+
+
+_ERRORS_BY_CODE: dict[int, type[AnimusError]] = {
+    INVALID_PARAMS: InvalidRequest,
+    STORE_UNAVAILABLE: StoreUnavailable,
+    STORE_TIMEOUT: StoreTimeout,
+    WRITE_DENIED: WriteDenied,
+    CONFIG_ERROR: ConfigError,
+}
+
+
+def error_from_response(error: Mapping[str, JSON], source: str) -> AnimusError:
+    """The exception a host raises for a plugin's error object; `source` names the plugin."""
+    code = error["code"]
+    # One line, of a sensible length, whatever the plugin sent: it ends up on a terminal.
+    message = f"{source}: {' '.join(str(error['message']).split())[:500]}"
+    data = error.get("data")
+    name = data.get("error") if isinstance(data, dict) else None
+    cls = _ERRORS_BY_CODE.get(code)  # type: ignore[arg-type]
+    if cls is InvalidRequest and name == "InvalidScope":
+        return InvalidScope(message)
+    if cls is not None:
+        return cls(message)
+    if code == METHOD_NOT_FOUND:
+        return StoreUnavailable(
+            f"{message} (code {code}); the plugin does not implement protocol "
+            f"{PROTOCOL_VERSION} fully, upgrade it"
+        )
+    if code == INTERNAL_ERROR:
+        return StoreUnavailable(f"{message} (code {code}); the plugin's stderr has the details")
+    # Parse errors and invalid requests are bugs on one side or the other, never the caller's.
+    return StoreUnavailable(
+        f"{message} (code {code}); host and plugin disagree on protocol {PROTOCOL_VERSION}"
+    )
+
+
+def _malformed(source: str, method: str, result: JSON, why: object) -> StoreUnavailable:
+    shown = json.dumps(result, ensure_ascii=False)[:120]
+    return StoreUnavailable(
+        f"{source} answered {method} with a malformed result {shown} ({why}); "
+        f"the plugin does not follow protocol {PROTOCOL_VERSION}"
+    )
+
+
+def parse_item(result: JSON, source: str, method: str) -> MemoryItem:
+    if not isinstance(result, dict):
+        raise _malformed(source, method, result, "expected an item object")
+    try:
+        return MemoryItem.from_json(result)
+    except (StoreError, ValueError, TypeError) as exc:
+        raise _malformed(source, method, result, exc) from None
+
+
+def parse_hits(result: JSON, source: str) -> list[QueryHit]:
+    hits = result.get("hits") if isinstance(result, dict) else None
+    if not isinstance(hits, list) or not all(isinstance(hit, dict) for hit in hits):
+        raise _malformed(source, METHOD_QUERY, result, 'expected {"hits": [...]}')
+    try:
+        return [QueryHit.from_json(hit) for hit in hits]
+    except (StoreError, ValueError, TypeError) as exc:
+        raise _malformed(source, METHOD_QUERY, result, exc) from None
+
+
+def parse_page(result: JSON, source: str) -> ScopePage:
+    scopes = result.get("scopes") if isinstance(result, dict) else None
+    cursor = result.get("next_cursor") if isinstance(result, dict) else None
+    if not isinstance(scopes, list) or not isinstance(cursor, str | None):
+        raise _malformed(
+            source, METHOD_LIST_SCOPES, result, 'expected {"scopes": [...], "next_cursor": ...}'
+        )
+    try:
+        return ScopePage([Scope.from_json(scope) for scope in scopes], cursor)
+    except StoreError as exc:
+        raise _malformed(source, METHOD_LIST_SCOPES, result, exc) from None
+
+
+def parse_deleted(result: JSON, source: str) -> int:
+    deleted = result.get("deleted") if isinstance(result, dict) else None
+    if isinstance(deleted, bool) or not isinstance(deleted, int) or deleted < 0:
+        raise _malformed(source, METHOD_DELETE_SCOPE, result, 'expected {"deleted": N}')
+    return deleted
+
+
+def version_tuple(version: object) -> tuple[int, int, int] | None:
+    if not isinstance(version, str):
+        return None
+    parts = version.split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def is_compatible(version: object) -> bool:
+    """Whether a plugin speaking `version` can serve this host (semver; 0.x: same minor)."""
+    theirs, ours = version_tuple(version), version_tuple(PROTOCOL_VERSION)
+    if theirs is None or ours is None:
+        return False
+    if theirs[0] != ours[0]:
+        return False
+    return ours[0] != 0 or theirs[1] == ours[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """What a plugin said in answer to `initialize`."""
+
+    protocol_version: str
+    plugin_id: str
+    capabilities: Capabilities
+
+
+def parse_initialize(result: JSON, source: str) -> Handshake:
+    """Read an `initialize` result; raises ConfigError for a version this host cannot speak."""
+    if not isinstance(result, dict):
+        raise _malformed(source, METHOD_INITIALIZE, result, "expected an object")
+    version = result.get("protocol_version")
+    if not is_compatible(version):
+        raise ConfigError(
+            f"{source} speaks protocol {version!r}, this animus-flows speaks "
+            f"{PROTOCOL_VERSION}; use a plugin built for protocol "
+            f"{'.'.join(PROTOCOL_VERSION.split('.')[:2])}.x or upgrade animus-flows"
+        )
+    plugin_id = result.get("plugin_id")
+    capabilities = result.get("capabilities")
+    if not isinstance(plugin_id, str) or not isinstance(capabilities, dict):
+        raise _malformed(
+            source, METHOD_INITIALIZE, result, "plugin_id must be a string, capabilities an object"
+        )
+    try:
+        caps = Capabilities.from_json(capabilities)
+    except StoreError as exc:
+        raise _malformed(source, METHOD_INITIALIZE, result, exc) from None
+    return Handshake(str(version), plugin_id, caps)

@@ -1,0 +1,230 @@
+"""`animus memory serve`: the plugin server, in process and as a real subprocess."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from animus_flows.errors import StoreUnavailable
+from animus_flows.jsonrpc import codec
+from animus_flows.jsonrpc.server import PluginServer
+from animus_flows.protocol import Scope
+from animus_flows.stores import SQLiteStore
+
+WORKFLOW = """\
+version: 1
+project: demo
+stores:
+  memory-local: {type: sqlite, path: memory.db}
+  other: {type: sqlite, path: other.db}
+"""
+SERVE = [sys.executable, "-m", "animus_flows", "memory", "serve"]
+
+
+def rpc(request_id, method, **params):
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+SCOPE = {"project_id": "demo", "agent_id": "a%_/.'\"東", "task_id": None}
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "animus.yaml").write_text(WORKFLOW)
+    return tmp_path
+
+
+def serve(project: Path, lines: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SERVE, "--plugin", "memory-local", *args],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=60,
+    )
+
+
+def responses(stdout: str) -> dict:
+    """Responses by id; every stdout line must be a JSON-RPC response."""
+    by_id = {}
+    for line in stdout.splitlines():
+        message = json.loads(line)
+        assert message["jsonrpc"] == "2.0" and ("result" in message) != ("error" in message)
+        by_id.setdefault(message["id"], []).append(message)
+    return by_id
+
+
+def test_bad_lines_get_their_errors_and_the_server_keeps_going(project):
+    result = serve(
+        project,
+        [
+            rpc(1, "initialize", protocol_version="0.1.0"),
+            "this is not json",
+            "",
+            "[1, 2]",
+            '{"jsonrpc": "2.0", "id": 2, "method": "memory/fly", "params": {}}',
+            rpc(3, "memory/get", scope=SCOPE),
+            rpc(4, "memory/get", scope=SCOPE, key="k", extra=1),
+            rpc(5, "memory/query", scope=SCOPE, text="x", top_k="many"),
+            rpc(6, "memory/get", scope={"project_id": ""}, key="k"),
+            rpc(7, "memory/put", scope=SCOPE, key="k", value={"content": "walrus facts"}),
+            '{"jsonrpc": "2.0", "method": "memory/put", "params": {"oops": 1}}',  # notification
+            '{"jsonrpc": "2.0", "id": 8, "method": "memory/get", "params": [1]}',
+            '{"id": 9, "method": "initialize"}',
+        ],
+    )
+    assert result.returncode == 0, result.stderr
+    by_id = responses(result.stdout)
+    errors = {
+        key: [m["error"]["code"] for m in messages if "error" in m]
+        for key, messages in by_id.items()
+    }
+    assert errors[None] == [codec.PARSE_ERROR, codec.INVALID_REQUEST]
+    assert errors[2] == [codec.METHOD_NOT_FOUND]
+    assert "unknown method 'memory/fly'" in by_id[2][0]["error"]["message"]
+    assert errors[3] == errors[4] == errors[5] == errors[6] == [codec.INVALID_PARAMS]
+    assert by_id[6][0]["error"]["data"] == {"error": "InvalidScope"}
+    assert errors[8] == [codec.INVALID_PARAMS] and errors[9] == [codec.INVALID_REQUEST]
+    assert by_id[1][0]["result"]["plugin_id"] == "memory-local"
+    assert by_id[7][0]["result"]["scope"] == SCOPE
+    assert len(result.stdout.splitlines()) == 11  # no answer to the blank line or notification
+
+
+def test_a_conversation_one_request_at_a_time(project):
+    proc = subprocess.Popen(
+        [*SERVE, "--plugin", "memory-local"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=project,
+        text=True,
+    )
+    try:
+
+        def ask(line):
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            return json.loads(proc.stdout.readline())
+
+        handshake = ask(rpc(1, "initialize", protocol_version="0.1.0"))["result"]
+        assert handshake["protocol_version"] == "0.1.0"
+        assert handshake["capabilities"]["strong_consistency"] is True
+        ask(rpc(2, "memory/put", scope=SCOPE, key="k", value="walrus", metadata={"tier": "hot"}))
+        assert ask(rpc(3, "memory/get", scope=SCOPE, key="k"))["result"]["value"] == "walrus"
+        assert ask(rpc(4, "memory/get", scope=SCOPE, key="missing"))["result"] is None
+        hits = ask(rpc(5, "memory/query", scope=SCOPE, text="walrus"))["result"]["hits"]
+        assert [hit["key"] for hit in hits] == ["k"]
+        page = ask(rpc(6, "memory/list_scopes", project_id="demo"))["result"]
+        assert page == {"scopes": [SCOPE], "next_cursor": None}
+        assert ask(rpc(7, "memory/delete_scope", scope=SCOPE))["result"] == {"deleted": 1}
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_requests_from_a_file(project):
+    (project / "requests.jsonl").write_text(rpc(1, "initialize") + "\n")
+    with open(project / "requests.jsonl") as stdin:
+        result = subprocess.run(
+            [*SERVE, "--plugin", "memory-local"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            cwd=project,
+            timeout=60,
+        )
+    assert result.returncode == 0
+    assert responses(result.stdout)[1][0]["result"]["plugin_id"] == "memory-local"
+
+
+def test_an_oversized_line_is_refused_and_the_next_one_answered(project):
+    huge = rpc(1, "memory/put", scope=SCOPE, key="k", value="x" * (codec.MAX_MESSAGE_BYTES + 10))
+    result = serve(project, [huge, rpc(2, "memory/get", scope=SCOPE, key="k")])
+    by_id = responses(result.stdout)
+    assert by_id[None][0]["error"]["code"] == codec.INVALID_REQUEST
+    assert "exceeds the 16777216 byte limit" in by_id[None][0]["error"]["message"]
+    assert by_id[2][0]["result"] is None
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ([], "2 stores are available (memory-local, other); choose one with --plugin"),
+        (
+            ["--plugin", "nope"],
+            "unknown plugin 'nope'; animus.yaml declares memory-local, other (saved Prefect "
+            "blocks are looked up when PREFECT_API_URL names a server)",
+        ),
+    ],
+)
+def test_configuration_errors_are_one_line_on_stderr_and_exit_2(project, args, message):
+    result = subprocess.run(
+        [*SERVE, *args], input="", capture_output=True, text=True, cwd=project, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [f"error: {message}"]
+
+
+def test_stray_output_cannot_reach_the_protocol_stream():
+    code = (
+        "import os, sys\n"
+        "from animus_flows.jsonrpc.stdio import claim_stdout\n"
+        "fd = claim_stdout()\n"
+        "print('a stray print')\n"
+        "os.system('echo from a child process')\n"
+        "os.write(fd, b'protocol only\\n')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout == "protocol only\n"
+    assert "a stray print" in result.stderr and "from a child process" in result.stderr
+
+
+# -- in process: the answer to one line -----------------------------------------------------
+
+
+class BrokenStore(SQLiteStore):
+    async def _get(self, scope, key):
+        raise ZeroDivisionError("division by zero")
+
+    async def _query(self, scope, text, top_k, filters):
+        raise StoreUnavailable("the index is being rebuilt; retry in a minute")
+
+
+async def test_store_errors_and_bugs_are_answered(tmp_path):
+    server = PluginServer(BrokenStore(tmp_path / "m.db"), "broken")
+    scope = Scope("p").to_json()
+    bug = json.loads(await server.answer(rpc(1, "memory/get", scope=scope, key="k").encode()))
+    assert bug["error"]["code"] == codec.INTERNAL_ERROR
+    assert (
+        bug["error"]["message"]
+        == "internal error in memory/get: ZeroDivisionError: division by zero"
+    )
+    down = json.loads(await server.answer(rpc(2, "memory/query", scope=scope, text="x").encode()))
+    assert down["error"] == {
+        "code": codec.STORE_UNAVAILABLE,
+        "message": "the index is being rebuilt; retry in a minute",
+        "data": {"error": "StoreUnavailable"},
+    }
+    assert await server.answer(b"   \n") is None
+    await server.store.aclose()
+
+
+async def test_ids_are_echoed_whatever_their_type(tmp_path):
+    server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
+    for request_id in ("abc", 0, -5, None):
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize"})
+        assert json.loads(await server.answer(line.encode()))["id"] == request_id
+    await server.store.aclose()
+
+
+def test_stdin_ending_stops_the_server_with_exit_0(project):
+    result = serve(project, [])
+    assert result.returncode == 0 and result.stdout == ""
