@@ -32,6 +32,12 @@ memory_app = typer.Typer(
     help="Read and write memory stores.", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(memory_app, name="memory")
+mcp_app = typer.Typer(
+    help="Serve memory to agents as MCP servers over stdio.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(mcp_app, name="mcp")
 
 _state = {"debug": False}
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
@@ -328,6 +334,24 @@ def memory_prune(
         _print_json({"would_delete": count} if dry_run else {"deleted": count})
     else:
         typer.echo(f"{'would delete' if dry_run else 'deleted'} {count} item(s) in {target}")
+
+
+# -- animus mcp ------------------------------------------------------------------------------
+
+
+@mcp_app.command("scratchpad")
+@handles_errors
+def mcp_scratchpad(
+    agent: Annotated[str, typer.Option("--agent", help="Agent id from the file's agents:.")],
+    workflow_file: Annotated[
+        Path, typer.Option("--workflow-file", help="Workflow file declaring the agent.")
+    ] = DEFAULT_WORKFLOW_FILE,
+) -> None:
+    """Serve an agent's scratchpad as the animus.memory.* tools (MCP over stdio)."""
+    from animus_flows.cli_support import load_cli_workflow
+    from animus_flows.mcp.scratchpad_server import serve_scratchpad
+
+    serve_scratchpad(load_cli_workflow(workflow_file), agent, debug=_state["debug"])
 
 
 def main() -> None:

@@ -37,17 +37,22 @@ def scope_from_flags(
     return Scope(project_id, agent_id if kind == "agent" else None, task_id)
 
 
+def load_cli_workflow(workflow_file: Path) -> WorkflowFile:
+    """The `--workflow-file` of a command; a missing file names the flag that fixes it."""
+    if not workflow_file.exists():
+        raise ConfigError(
+            f"no workflow file {workflow_file}; pass --workflow-file PATH to your workflow "
+            "YAML file (default: animus.yaml in the current folder)"
+        )
+    return load_workflow(workflow_file)
+
+
 @contextmanager
 def open_cli_store(
     workflow_file: Path, plugin: str | None
 ) -> Iterator[tuple[WorkflowFile, SyncStore]]:
     """The workflow and a blocking store for `--plugin`, closed afterwards."""
-    if not workflow_file.exists():
-        raise ConfigError(
-            f"no workflow file {workflow_file}; pass --workflow-file PATH to the file "
-            "that declares your stores"
-        )
-    workflow = load_workflow(workflow_file)
+    workflow = load_cli_workflow(workflow_file)
     registry = PluginRegistry(workflow)
     loop = LoopRunner()
     try:
