@@ -354,6 +354,29 @@ def mcp_scratchpad(
     serve_scratchpad(load_cli_workflow(workflow_file), agent, debug=_state["debug"])
 
 
+@mcp_app.command("binding")
+@handles_errors
+def mcp_binding(
+    plugin: Annotated[str, typer.Option("--plugin", help="Store id the binding names.")],
+    scope: ScopeOpt,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    binding: Annotated[
+        str | None,
+        typer.Option("--binding", help="Binding label; required when several match."),
+    ] = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+) -> None:
+    """Serve one memory binding's store to an agent (MCP over stdio), egress-safe and audited."""
+    from animus_flows.cli_support import load_cli_workflow
+    from animus_flows.mcp.binding_server import serve_binding
+
+    workflow = load_cli_workflow(workflow_file)
+    target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+    serve_binding(workflow, plugin, target, label=binding, debug=_state["debug"])
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="animus")
