@@ -19,10 +19,11 @@ from pydantic import BaseModel, Field
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import ConfigError
 from animus_flows.mcp.stdio import log_to_stderr
+from animus_flows.mcp_config import SCRATCHPAD_SERVER
 from animus_flows.runtime_paths import runtime_root
 from animus_flows.scratchpad import Scratchpad, ScratchpadFull, ScratchpadState
 
-SERVER_NAME = "animus-scratchpad"
+SERVER_NAME = SCRATCHPAD_SERVER
 TOOL_READ = "animus.memory.read"
 TOOL_WRITE = "animus.memory.write"
 TOOL_APPEND = "animus.memory.append"
