@@ -429,8 +429,9 @@ def serve_binding(
     Raises:
         ConfigError: no such binding, or its plugin resolves to no store; before serving.
     """
-    binding = find_binding(workflow, plugin, scope.kind, label, scope.agent_id)
     context = context or AuditContext.from_env()
+    # the calling agent (pinned scope, else the hook's audit context) owns its own bindings
+    binding = find_binding(workflow, plugin, scope.kind, label, scope.agent_id or context.agent_id)
     sinks = [JsonlSink(audit_path(workflow).resolve()), LoggerSink(audit_logger)]
 
     async def main() -> None:

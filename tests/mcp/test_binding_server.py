@@ -319,3 +319,19 @@ async def test_put_through_a_read_only_binding_is_denied_and_audited(workflow):
         await svc.put("k", "v")
     (event,) = svc.audit.events()
     assert (event.op, event.status) == ("put", "denied")
+
+
+async def test_the_calling_agent_picks_its_own_binding_when_labels_repeat(tmp_path):
+    text = WORKFLOW.replace(
+        "      - {plugin: local, binding: notes, scope: {kind: agent}, query_strategy: none}",
+        "      - {plugin: local, binding: notes, scope: {kind: project}, query_strategy: none}",
+    ).replace("        scope: {kind: agent}\n", "        scope: {kind: project}\n")
+    wf = write_workflow(tmp_path, text)
+    args = ["--scope", "project", "--binding", "notes"]
+    result = CliRunner().invoke(
+        app, ["mcp", "binding", "--plugin", "local", *args, "--workflow-file", str(wf.source)]
+    )
+    assert result.exit_code == 2 and "declared differently" in result.stderr
+    async with binding_server(wf, *args, env={"ANIMUS_AGENT_ID": "trader"}) as session:
+        tools = {tool.name for tool in (await session.list_tools()).tools}
+    assert tools == {TOOL_QUERY, TOOL_GET}  # the trader's read-only notes, not the analyst's
