@@ -183,6 +183,14 @@ ProjectOpt = Annotated[
 AgentOpt = Annotated[str | None, typer.Option("--agent-id", help="Agent id (--scope agent).")]
 TaskOpt = Annotated[str | None, typer.Option("--task-id", help="Task id (--scope task).")]
 DEFAULT_WORKFLOW_FILE = Path("animus.yaml")
+ToolNamesOpt = Annotated[
+    str,
+    typer.Option(
+        "--tool-names",
+        help="dotted (animus.memory.read) or underscored (animus_memory_read, for clients "
+        "such as Claude Desktop that refuse dots).",
+    ),
+]
 
 
 @contextmanager
@@ -346,12 +354,14 @@ def mcp_scratchpad(
     workflow_file: Annotated[
         Path, typer.Option("--workflow-file", help="Workflow file declaring the agent.")
     ] = DEFAULT_WORKFLOW_FILE,
+    tool_names: ToolNamesOpt = "dotted",
 ) -> None:
     """Serve an agent's scratchpad as the animus.memory.* tools (MCP over stdio)."""
     from animus_flows.cli_support import load_cli_workflow
     from animus_flows.mcp.scratchpad_server import serve_scratchpad
 
-    serve_scratchpad(load_cli_workflow(workflow_file), agent, debug=_state["debug"])
+    workflow = load_cli_workflow(workflow_file)
+    serve_scratchpad(workflow, agent, tool_names=tool_names, debug=_state["debug"])
 
 
 @mcp_app.command("binding")
@@ -367,6 +377,7 @@ def mcp_binding(
         typer.Option("--binding", help="Binding label; required when several match."),
     ] = None,
     workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    tool_names: ToolNamesOpt = "dotted",
 ) -> None:
     """Serve one memory binding's store to an agent (MCP over stdio), egress-safe and audited."""
     from animus_flows.cli_support import load_cli_workflow
@@ -374,7 +385,9 @@ def mcp_binding(
 
     workflow = load_cli_workflow(workflow_file)
     target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
-    serve_binding(workflow, plugin, target, label=binding, debug=_state["debug"])
+    serve_binding(
+        workflow, plugin, target, label=binding, tool_names=tool_names, debug=_state["debug"]
+    )
 
 
 def main() -> None:

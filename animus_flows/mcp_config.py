@@ -50,7 +50,8 @@ def scratchpad_server(agent_id: str, workflow_file: Path) -> dict[str, Any]:
 
 
 def binding_server_name(label: str) -> str:
-    return f"{BINDING_SERVER_PREFIX}{label}"
+    """`animus-binding-<label>`, dots made dashes: some clients refuse dots in server names."""
+    return f"{BINDING_SERVER_PREFIX}{label.replace('.', '-')}"
 
 
 def binding_server(

@@ -4,7 +4,12 @@ import sys
 
 from helpers import write_workflow
 
-from animus_flows.mcp_config import add_server, binding_server, scratchpad_server
+from animus_flows.mcp_config import (
+    add_server,
+    binding_server,
+    binding_server_name,
+    scratchpad_server,
+)
 from animus_flows.protocol import Scope
 
 WORKFLOW = """
@@ -73,3 +78,8 @@ def test_two_servers_never_share_a_name():
     assert add_server(servers, "animus-binding-wiki", {"args": ["a"]}) == "animus-binding-wiki"
     assert add_server(servers, "animus-binding-wiki", {"args": ["b"]}) == "animus-binding-wiki-2"
     assert list(servers) == ["animus-binding-wiki", "animus-binding-wiki-2"]
+
+
+def test_server_names_carry_no_dots():
+    assert binding_server_name("market-context") == "animus-binding-market-context"
+    assert binding_server_name("desk.wiki_v2") == "animus-binding-desk-wiki_v2"

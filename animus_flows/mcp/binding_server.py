@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from animus_flows.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
 from animus_flows.config.models import MemoryBinding, WorkflowFile
 from animus_flows.errors import AnimusError, ConfigError, StoreError, StoreTimeout, WriteDenied
 from animus_flows.hooks.memory_bindings import admissible, store_filters
-from animus_flows.mcp.stdio import log_to_stderr
+from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.mcp_config import AUDIT_ENV, binding_server_name
 from animus_flows.plugins import PluginRegistry
 from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json
@@ -112,7 +115,7 @@ def _gates(binding: MemoryBinding) -> tuple[Any, ...]:
 
 
 class Hit(BaseModel):
-    key: str = Field(description="The item's key; pass it to animus.binding.get.")
+    key: str = Field(description="The item's key, for the get tool.")
     value: Any = Field(description="The stored value: a string, or a JSON object.")
     score: float = Field(description="Relevance in [0, 1], higher is better.")
     metadata: dict[str, Any] = Field(description="memory_type, tier, tags, ...")
@@ -340,23 +343,24 @@ def audit_path(workflow: WorkflowFile) -> Path:
 
 
 async def _answer(call: Callable[[], Awaitable[T]]) -> T:
-    from mcp.server.mcpserver.exceptions import ToolError
-
     try:
         return await call()
     except AnimusError as exc:
         raise ToolError(redact_text(str(exc))) from None
 
 
-def build_binding_server(service: BindingService):  # -> MCPServer (imported lazily)
-    """The MCP server of one binding: query and get when it reads, put when it writes."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.types import ToolAnnotations
+def build_binding_server(service: BindingService, tool_names: str = "dotted") -> MCPServer:
+    """The MCP server of one binding: query and get when it reads, put when it writes.
 
+    `tool_names="underscored"` serves `animus_binding_query`, ... instead.
+    """
     binding, scope = service.binding, service.scope
     about = f"memory binding {binding.binding!r} (store {binding.plugin!r}, scope {scope})"
-    tools = [TOOL_QUERY, TOOL_GET] if binding.read else []
-    tools += [TOOL_PUT] if binding.write else []
+    query_name, get_name, put_name = (
+        tool_name(t, tool_names) for t in (TOOL_QUERY, TOOL_GET, TOOL_PUT)
+    )
+    tools = [query_name, get_name] if binding.read else []
+    tools += [put_name] if binding.write else []
     server = MCPServer(
         binding_server_name(binding.binding),
         title=f"Memory: {binding.binding}",
@@ -369,7 +373,7 @@ def build_binding_server(service: BindingService):  # -> MCPServer (imported laz
     if binding.read:
 
         @server.tool(
-            name=TOOL_QUERY,
+            name=query_name,
             title=f"Search {binding.binding}",
             description=(
                 f"Search the {about} for what you need; returns up to {binding.top_k} hits, "
@@ -382,7 +386,7 @@ def build_binding_server(service: BindingService):  # -> MCPServer (imported laz
             return await _answer(lambda: service.query(text, top_k))
 
         @server.tool(
-            name=TOOL_GET,
+            name=get_name,
             title=f"Get from {binding.binding}",
             description=(
                 f"Fetch one item of the {about} by its exact key (from a search hit or a put). "
@@ -396,7 +400,7 @@ def build_binding_server(service: BindingService):  # -> MCPServer (imported laz
     if binding.write:
 
         @server.tool(
-            name=TOOL_PUT,
+            name=put_name,
             title=f"Store in {binding.binding}",
             description=(
                 f"Store a memory in the {about} under `key`, replacing what the key held. "
@@ -422,13 +426,16 @@ def serve_binding(
     *,
     label: str | None = None,
     context: AuditContext | None = None,
+    tool_names: str = "dotted",
     debug: bool = False,
 ) -> None:
     """Serve one binding's store, pinned to `scope`, over stdio until the client leaves.
 
     Raises:
-        ConfigError: no such binding, or its plugin resolves to no store; before serving.
+        ConfigError: no such binding, its plugin resolves to no store, or `tool_names` is
+            not a style; before serving.
     """
+    check_tool_names(tool_names)
     context = context or AuditContext.from_env()
     # the calling agent (pinned scope, else the hook's audit context) owns its own bindings
     binding = find_binding(workflow, plugin, scope.kind, label, scope.agent_id or context.agent_id)
@@ -448,7 +455,7 @@ def serve_binding(
                 )
             log_to_stderr(debug)
             service = BindingService(binding, scope, store, AuditTrail(sinks), context)
-            server = build_binding_server(service)
+            server = build_binding_server(service, tool_names)
             logger.info(
                 "serving binding %s (plugin %s, scope %s, %s); audit to %s",
                 binding.binding,

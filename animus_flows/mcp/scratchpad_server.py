@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import ConfigError
-from animus_flows.mcp.stdio import log_to_stderr
+from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.mcp_config import SCRATCHPAD_SERVER
 from animus_flows.runtime_paths import runtime_root
 from animus_flows.scratchpad import Scratchpad, ScratchpadFull, ScratchpadState
@@ -93,22 +96,22 @@ def _change(pad: Scratchpad, state: ScratchpadState) -> ScratchpadChange:
     )
 
 
-def build_scratchpad_server(target: ScratchpadTarget):  # -> MCPServer (imported lazily)
-    """The MCP server of one agent's scratchpad, with the four `animus.memory.*` tools."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
+def build_scratchpad_server(target: ScratchpadTarget, tool_names: str = "dotted") -> MCPServer:
+    """The MCP server of one agent's scratchpad, with the four `animus.memory.*` tools.
 
+    `tool_names="underscored"` serves them as `animus_memory_read`, ... instead.
+    """
     pad = target.open()
     limit = target.max_chars
+    read_name, write_name, append_name, clear_name = (tool_name(t, tool_names) for t in TOOLS)
     server = MCPServer(
         SERVER_NAME,
         title="Agent scratchpad",
         instructions=(
             f"Your private scratchpad (scope {target.scope!r}): notes that stay between phases "
-            f"and runs. It holds at most {limit} characters. Read it with {TOOL_READ}; add a "
-            f"note with {TOOL_APPEND}; condense it with {TOOL_WRITE}; empty it with "
-            f"{TOOL_CLEAR}. Every answer reports chars_current and chars_limit."
+            f"and runs. It holds at most {limit} characters. Read it with {read_name}; add a "
+            f"note with {append_name}; condense it with {write_name}; empty it with "
+            f"{clear_name}. Every answer reports chars_current and chars_limit."
         ),
     )
 
@@ -122,12 +125,12 @@ def build_scratchpad_server(target: ScratchpadTarget):  # -> MCPServer (imported
         return ToolError(
             f"refused: the scratchpad would hold {exc.chars_requested} characters, over "
             f"chars_limit {exc.chars_limit} (chars_current {exc.chars_current}); nothing was "
-            f"changed. Shorten the text, condense the notes with {TOOL_WRITE}, or {TOOL_CLEAR} "
+            f"changed. Shorten the text, condense the notes with {write_name}, or {clear_name} "
             "first"
         )
 
     @server.tool(
-        name=TOOL_READ,
+        name=read_name,
         title="Read the scratchpad",
         description=(
             "Read your whole scratchpad: the notes you left yourself in earlier phases and runs. "
@@ -140,7 +143,7 @@ def build_scratchpad_server(target: ScratchpadTarget):  # -> MCPServer (imported
         return ScratchpadText(scope=pad.scope, **state.to_json())  # type: ignore[arg-type]
 
     @server.tool(
-        name=TOOL_WRITE,
+        name=write_name,
         title="Rewrite the scratchpad",
         description=(
             "Replace your whole scratchpad with `content`: use it to condense or reorganize "
@@ -158,7 +161,7 @@ def build_scratchpad_server(target: ScratchpadTarget):  # -> MCPServer (imported
         return _change(pad, state)
 
     @server.tool(
-        name=TOOL_APPEND,
+        name=append_name,
         title="Add a note",
         description=(
             "Add `content` to the end of your scratchpad, on a new line. Refused, changing "
@@ -176,11 +179,11 @@ def build_scratchpad_server(target: ScratchpadTarget):  # -> MCPServer (imported
         return _change(pad, state)
 
     @server.tool(
-        name=TOOL_CLEAR,
+        name=clear_name,
         title="Clear the scratchpad",
         description=(
             "Erase your whole scratchpad. Returns chars_current (0) and chars_limit. "
-            f"To keep some notes, rewrite them with {TOOL_WRITE} instead."
+            f"To keep some notes, rewrite them with {write_name} instead."
         ),
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
     )
@@ -192,15 +195,19 @@ def build_scratchpad_server(target: ScratchpadTarget):  # -> MCPServer (imported
     return server
 
 
-def serve_scratchpad(workflow: WorkflowFile, agent_id: str, *, debug: bool = False) -> None:
+def serve_scratchpad(
+    workflow: WorkflowFile, agent_id: str, *, tool_names: str = "dotted", debug: bool = False
+) -> None:
     """Serve `agent_id`'s scratchpad over stdio until the client closes the connection.
 
     Raises:
-        ConfigError: the agent is unknown or has no `memory.enabled`, before serving.
+        ConfigError: the agent is unknown or has no `memory.enabled`, or `tool_names` is not
+            a style; before serving.
     """
     target = resolve_agent(workflow, agent_id)
+    check_tool_names(tool_names)
     log_to_stderr(debug)
-    server = build_scratchpad_server(target)
+    server = build_scratchpad_server(target, tool_names)
     logger.info(
         "serving scratchpad %s of agent %s (%s, limit %d characters)",
         target.scope,

@@ -335,3 +335,16 @@ async def test_the_calling_agent_picks_its_own_binding_when_labels_repeat(tmp_pa
     async with binding_server(wf, *args, env={"ANIMUS_AGENT_ID": "trader"}) as session:
         tools = {tool.name for tool in (await session.list_tools()).tools}
     assert tools == {TOOL_QUERY, TOOL_GET}  # the trader's read-only notes, not the analyst's
+
+
+async def test_underscored_tool_names_and_dashed_server_names(workflow, tmp_path):
+    text = WORKFLOW.replace("binding: wiki,", "binding: desk.wiki,")
+    wf = write_workflow(tmp_path, text, "variant.yaml")  # on the seeded memory.db
+    args = ["--scope", "project", "--binding", "desk.wiki", "--tool-names", "underscored"]
+    async with binding_server(wf, *args) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        found = await session.call_tool("animus_binding_query", {"text": "hedge"})
+        server = session.initialize_result.server_info.name
+    assert names == {"animus_binding_query", "animus_binding_get"}
+    assert [hit["key"] for hit in found.structured_content["hits"]] == ["hedge"]
+    assert server == "animus-binding-desk-wiki"

@@ -38,9 +38,9 @@ def pad_of(workflow_file):
     return Scratchpad(workflow_file.parent / ".animus", "desk", "analyst-notes", 40)
 
 
-def scratchpad_server(workflow_file, agent="analyst", **kwargs):
+def scratchpad_server(workflow_file, *extra, agent="analyst", **kwargs):
     return animus_mcp(
-        "scratchpad", "--agent", agent, "--workflow-file", str(workflow_file), **kwargs
+        "scratchpad", "--agent", agent, "--workflow-file", str(workflow_file), *extra, **kwargs
     )
 
 
@@ -227,3 +227,18 @@ def test_unknown_agents_and_files_exit_2_with_one_line(workflow_file, monkeypatc
     assert result.exit_code == 2
     assert len(result.stderr.splitlines()) == 1
     assert re.search(message, result.stderr)
+
+
+async def test_underscored_tool_names_serve_clients_that_refuse_dots(workflow_file):
+    async with scratchpad_server(workflow_file, "--tool-names", "underscored") as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        result = await session.call_tool("animus_memory_append", {"content": "no dots"})
+        info = session.initialize_result.instructions
+    assert names == {name.replace(".", "_") for name in TOOLS}
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name) for name in names)
+    assert result.structured_content["chars_current"] == 7
+    assert "animus_memory_read" in info and "animus.memory" not in info
+    args = ["--agent", "analyst", "--workflow-file", str(workflow_file), "--tool-names", "camel"]
+    result = CliRunner().invoke(app, ["mcp", "scratchpad", *args])
+    assert result.exit_code == 2
+    assert "--tool-names 'camel' is not a style; use dotted or underscored" in result.stderr
