@@ -376,7 +376,9 @@ def mcp_binding(
         str | None,
         typer.Option("--binding", help="Binding label; required when several match."),
     ] = None,
-    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    workflow_file: Annotated[
+        Path, typer.Option("--workflow-file", help="Workflow file declaring the binding.")
+    ] = DEFAULT_WORKFLOW_FILE,
     tool_names: ToolNamesOpt = "dotted",
 ) -> None:
     """Serve one memory binding's store to an agent (MCP over stdio), egress-safe and audited."""
