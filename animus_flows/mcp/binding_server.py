@@ -194,7 +194,7 @@ class BindingService:
             reason = admissible(self.binding, hit)
             if reason is None:
                 hits.append(
-                    Hit(key=hit.key, value=hit.value, score=hit.score, metadata=hit.metadata)
+                    Hit(key=hit.key, value=hit.value, score=hit.score, metadata=dict(hit.metadata))
                 )
             else:
                 withheld[reason] = withheld.get(reason, 0) + 1

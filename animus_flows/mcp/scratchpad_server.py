@@ -3,7 +3,7 @@
 The agent id resolves through the workflow file's `agents:`; its `memory:` block gives the
 scope and the character limit. Every tool answers with `chars_current` and `chars_limit`, the
 way Letta shows an agent its own memory budget, and a write past the limit is a tool error
-that states both counts and changes nothing.
+that states both counts and changes nothing. Secrets are redacted before anything is written.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import ConfigError
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.mcp_config import SCRATCHPAD_SERVER
+from animus_flows.redaction import redact
 from animus_flows.runtime_paths import runtime_root
 from animus_flows.scratchpad import Scratchpad, ScratchpadFull, ScratchpadState
 
@@ -53,6 +54,7 @@ class ScratchpadChange(BaseModel):
     scope: str = Field(description="The scratchpad's scope (usually the agent id).")
     chars_current: int = Field(description="Characters the scratchpad holds now.")
     chars_limit: int = Field(description="The most characters it can hold.")
+    redacted: int = Field(0, description="Secrets replaced by [REDACTED:...] markers.")
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,12 @@ def resolve_agent(workflow: WorkflowFile, agent_id: str) -> ScratchpadTarget:
     )
 
 
-def _change(pad: Scratchpad, state: ScratchpadState) -> ScratchpadChange:
+def _change(pad: Scratchpad, state: ScratchpadState, redacted: int = 0) -> ScratchpadChange:
     return ScratchpadChange(
-        scope=pad.scope, chars_current=state.chars_current, chars_limit=state.chars_limit
+        scope=pad.scope,
+        chars_current=state.chars_current,
+        chars_limit=state.chars_limit,
+        redacted=redacted,
     )
 
 
@@ -148,17 +153,19 @@ def build_scratchpad_server(target: ScratchpadTarget, tool_names: str = "dotted"
         description=(
             "Replace your whole scratchpad with `content`: use it to condense or reorganize "
             f"notes. At most {limit} characters; longer content is refused and nothing changes. "
-            "Returns chars_current and chars_limit."
+            "Secrets are replaced by [REDACTED:...] markers. Returns chars_current and "
+            "chars_limit."
         ),
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
     )
     async def write(content: Content) -> ScratchpadChange:
+        clean = redact(content)  # the notes reach later prompts: no secrets in them
         try:
-            state = await anyio.to_thread.run_sync(pad.write, content)
+            state = await anyio.to_thread.run_sync(pad.write, clean.text)
         except ScratchpadFull as exc:
             raise refuse(exc) from None
         logger.info("wrote %s: %d of %d characters", pad.scope, state.chars_current, limit)
-        return _change(pad, state)
+        return _change(pad, state, clean.count)
 
     @server.tool(
         name=append_name,
@@ -171,12 +178,13 @@ def build_scratchpad_server(target: ScratchpadTarget, tool_names: str = "dotted"
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False),
     )
     async def append(content: Content) -> ScratchpadChange:
+        clean = redact(content)
         try:
-            state = await anyio.to_thread.run_sync(pad.append, content)
+            state = await anyio.to_thread.run_sync(pad.append, clean.text)
         except ScratchpadFull as exc:
             raise refuse(exc) from None
         logger.info("appended to %s: %d of %d characters", pad.scope, state.chars_current, limit)
-        return _change(pad, state)
+        return _change(pad, state, clean.count)
 
     @server.tool(
         name=clear_name,

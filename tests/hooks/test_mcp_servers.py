@@ -74,6 +74,7 @@ async def test_the_scratchpad_entry_works_from_any_folder_and_the_next_phase_see
         "scope": "analyst",
         "chars_current": 13,
         "chars_limit": 300,
+        "redacted": 0,
     }
     later = phase_context(workflow, "w", "p")
     await scratchpad(later)

@@ -94,6 +94,7 @@ async def test_read_write_append_clear_report_chars_current_and_chars_limit(work
             "scope": "analyst-notes",
             "chars_current": 12,
             "chars_limit": 40,
+            "redacted": 0,
         }
         assert (await call("animus.memory.append", content="hedge 50%"))["chars_current"] == 22
         assert pad_of(workflow_file).read().text == "EUR/USD 1.10\nhedge 50%"
@@ -242,3 +243,11 @@ async def test_underscored_tool_names_serve_clients_that_refuse_dots(workflow_fi
     result = CliRunner().invoke(app, ["mcp", "scratchpad", *args])
     assert result.exit_code == 2
     assert "--tool-names 'camel' is not a style; use dotted or underscored" in result.stderr
+
+
+async def test_secrets_never_reach_the_scratchpad(workflow_file):
+    key = "sk-ant-" + "x" * 30
+    async with scratchpad_server(workflow_file) as session:
+        result = await session.call_tool("animus.memory.write", {"content": f"key {key}"})
+    assert result.structured_content["redacted"] == 1
+    assert pad_of(workflow_file).read().text == "key [REDACTED:anthropic_key]"

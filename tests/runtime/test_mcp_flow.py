@@ -98,7 +98,12 @@ async def test_a_command_runner_reaches_its_scratchpad_and_binding_over_mcp(tmp_
         research["servers"] == plan["servers"] == ["animus-binding-desk-wiki", "animus-scratchpad"]
     )
     assert research["scratchpad_at_start"] == ""
-    assert research["noted"] == {"scope": "analyst", "chars_current": 15, "chars_limit": 500}
+    assert research["noted"] == {
+        "scope": "analyst",
+        "chars_current": 15,
+        "chars_limit": 500,
+        "redacted": 0,
+    }
     # the scratchpad hook read what the agent wrote over MCP in the phase before
     assert plan["scratchpad_at_start"] == "research: noted"
     assert plan["noted"]["chars_current"] == len("research: noted\nplan: noted")
