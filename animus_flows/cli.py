@@ -32,6 +32,12 @@ memory_app = typer.Typer(
     help="Read and write memory stores.", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(memory_app, name="memory")
+mcp_app = typer.Typer(
+    help="Serve memory to agents as MCP servers over stdio.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(mcp_app, name="mcp")
 
 _state = {"debug": False}
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
@@ -177,6 +183,14 @@ ProjectOpt = Annotated[
 AgentOpt = Annotated[str | None, typer.Option("--agent-id", help="Agent id (--scope agent).")]
 TaskOpt = Annotated[str | None, typer.Option("--task-id", help="Task id (--scope task).")]
 DEFAULT_WORKFLOW_FILE = Path("animus.yaml")
+ToolNamesOpt = Annotated[
+    str,
+    typer.Option(
+        "--tool-names",
+        help="dotted (animus.memory.read) or underscored (animus_memory_read, for clients "
+        "such as Claude Desktop that refuse dots).",
+    ),
+]
 
 
 @contextmanager
@@ -407,6 +421,54 @@ def memory_serve(
     from animus_flows.jsonrpc.server import serve_plugin
 
     serve_plugin(workflow_file, plugin)
+
+
+# -- animus mcp ------------------------------------------------------------------------------
+
+
+@mcp_app.command("scratchpad")
+@handles_errors
+def mcp_scratchpad(
+    agent: Annotated[str, typer.Option("--agent", help="Agent id from the file's agents:.")],
+    workflow_file: Annotated[
+        Path, typer.Option("--workflow-file", help="Workflow file declaring the agent.")
+    ] = DEFAULT_WORKFLOW_FILE,
+    tool_names: ToolNamesOpt = "dotted",
+) -> None:
+    """Serve an agent's scratchpad as the animus.memory.* tools (MCP over stdio)."""
+    from animus_flows.cli_support import load_cli_workflow
+    from animus_flows.mcp.scratchpad_server import serve_scratchpad
+
+    workflow = load_cli_workflow(workflow_file)
+    serve_scratchpad(workflow, agent, tool_names=tool_names, debug=_state["debug"])
+
+
+@mcp_app.command("binding")
+@handles_errors
+def mcp_binding(
+    plugin: Annotated[str, typer.Option("--plugin", help="Store id the binding names.")],
+    scope: ScopeOpt,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    binding: Annotated[
+        str | None,
+        typer.Option("--binding", help="Binding label; required when several match."),
+    ] = None,
+    workflow_file: Annotated[
+        Path, typer.Option("--workflow-file", help="Workflow file declaring the binding.")
+    ] = DEFAULT_WORKFLOW_FILE,
+    tool_names: ToolNamesOpt = "dotted",
+) -> None:
+    """Serve one memory binding's store to an agent (MCP over stdio), egress-safe and audited."""
+    from animus_flows.cli_support import load_cli_workflow
+    from animus_flows.mcp.binding_server import serve_binding
+
+    workflow = load_cli_workflow(workflow_file)
+    target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+    serve_binding(
+        workflow, plugin, target, label=binding, tool_names=tool_names, debug=_state["debug"]
+    )
 
 
 def main() -> None:

@@ -43,8 +43,8 @@ def load_cli_workflow(workflow_file: Path) -> WorkflowFile:
     """The workflow file named by `--workflow-file`, with a hint when it is missing."""
     if not workflow_file.exists():
         raise ConfigError(
-            f"no workflow file {workflow_file}; pass --workflow-file PATH to the file "
-            "that declares your stores"
+            f"no workflow file {workflow_file}; pass --workflow-file PATH to your workflow "
+            "YAML file (default: animus.yaml in the current folder)"
         )
     return load_workflow(workflow_file)
 

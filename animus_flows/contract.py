@@ -54,7 +54,13 @@ class RuntimeContract(BaseModel):
     prompt: str
     memory_context: MemoryContext = Field(default_factory=MemoryContext)
     scratchpad: ScratchpadView | None = None
-    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    mcp_servers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description=(
+            "MCP servers offered to the agent: name -> {command, args, env}, the standard "
+            "`mcpServers` shape; command runners get them as {mcp_config_path}."
+        ),
+    )
     budget: dict[str, int | None] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Room for user hooks to hand data to runners."

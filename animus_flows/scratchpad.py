@@ -8,9 +8,11 @@ anything.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import glob
 import os
-import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,9 +27,22 @@ DEFAULT_MAX_CHARS = 6000
 class ScratchpadFull(AnimusError):
     """A write would take the scratchpad past its character limit; nothing was changed."""
 
+    def __init__(self, scope: str, chars_requested: int, chars_current: int, chars_limit: int):
+        self.scope = scope
+        self.chars_requested = chars_requested
+        self.chars_current = chars_current
+        self.chars_limit = chars_limit
+        super().__init__(
+            f"scratchpad {scope!r} would hold {chars_requested} characters, over its limit of "
+            f"{chars_limit} (currently {chars_current}); nothing was changed: shorten the text, "
+            "condense the notes with a full write, or clear old ones"
+        )
+
 
 @dataclass(frozen=True)
 class ScratchpadState:
+    """The scratchpad's text and its character budget, the way Letta shows a memory block."""
+
     text: str
     chars_current: int
     chars_limit: int
@@ -64,6 +79,7 @@ class Scratchpad:
         self.max_chars = max_chars
 
     def read(self) -> ScratchpadState:
+        """The current text; never a partial write, since writes replace the file whole."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -79,6 +95,8 @@ class Scratchpad:
         """Add to the end, on a new line when the text does not end with one."""
         with self._locked():
             current = self.read().text
+            if not content:
+                return ScratchpadState(current, len(current), self.max_chars)
             joiner = "" if not current or current.endswith("\n") else "\n"
             return self._replace(current + joiner + content)
 
@@ -87,24 +105,35 @@ class Scratchpad:
             return self._replace("")
 
     def _replace(self, text: str) -> ScratchpadState:
+        """Write `text` whole, under the lock: a temporary file renamed over the old one."""
         if len(text) > self.max_chars:
-            current = self.read().chars_current
-            raise ScratchpadFull(
-                f"scratchpad {self.scope!r} would hold {len(text)} characters, over its limit of "
-                f"{self.max_chars} (currently {current}); shorten the text or clear old notes"
-            )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=".md")
+            raise ScratchpadFull(self.scope, len(text), self.read().chars_current, self.max_chars)
+        self._remove_stale_temps()
+        temp = self.path.with_name(f"{self._temp_prefix}{uuid.uuid4().hex}")
         try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temp, self.path)
         except BaseException:
-            Path(temp).unlink(missing_ok=True)
+            temp.unlink(missing_ok=True)
             raise
+        _fsync_folder(self.path.parent)  # make the rename itself survive a power loss
         return ScratchpadState(text, len(text), self.max_chars)
+
+    @property
+    def _temp_prefix(self) -> str:
+        return f".{self.path.name}.tmp-"
+
+    def _remove_stale_temps(self) -> None:
+        """Drop temporary files a killed writer of this scope left behind (we hold the lock)."""
+        prefix = self._temp_prefix
+        for stale in self.path.parent.glob(glob.escape(prefix) + "*"):
+            rest = stale.name[len(prefix) :]
+            if len(rest) == 32 and all(c in "0123456789abcdef" for c in rest):
+                stale.unlink(missing_ok=True)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -115,3 +144,12 @@ class Scratchpad:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems cannot open or sync a folder
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -3,7 +3,8 @@
 DESIGN.md section 5: resolve the agent's and the workflow's bindings for this phase, query them
 concurrently each under its deadline, keep only egress-safe (PUBLIC) items, disclose HOT before
 WARM before COLD within each binding's budget, the phase cap and the flow budget, put the
-survivors on `contract.memory_context`, and audit every query.
+survivors on `contract.memory_context`, and audit every query. Bindings with
+`query_strategy: none` inject nothing: they are offered to the agent as MCP servers instead.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from animus_flows.hooks.binding_servers import offer_binding_servers
 
 from animus_flows.audit import MemoryOpEvent
 from animus_flows.budget import BindingCaps, Candidate, PackResult, pack
@@ -182,6 +185,7 @@ async def memory_bindings(ctx: PhaseContext) -> None:
     ctx.state[PACK_STATE_KEY] = result
     for fetch in fetches:
         _audit(ctx, fetch, spent.get(fetch.binding.binding, 0), result)
+    await offer_binding_servers(ctx)
 
 
 def _audit(ctx: PhaseContext, fetch: Fetch, tokens: int, result: PackResult) -> None:

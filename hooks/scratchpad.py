@@ -7,12 +7,16 @@ in `contract.mcp_servers` so the agent can read and write it while it works.
 
 from __future__ import annotations
 
+import logging
+
 from animus_flows.contract import ScratchpadView
+from animus_flows.mcp_config import SCRATCHPAD_SERVER, scratchpad_server, workflow_path
 from animus_flows.phase import PhaseContext
 from animus_flows.runtime_paths import runtime_root
 from animus_flows.scratchpad import Scratchpad
 
-SERVER_NAME = "animus-scratchpad"
+SERVER_NAME = SCRATCHPAD_SERVER
+logger = logging.getLogger("animus_flows.hooks")
 
 
 async def scratchpad(ctx: PhaseContext) -> None:
@@ -41,3 +45,12 @@ async def scratchpad(ctx: PhaseContext) -> None:
         tokens=tokens,
     )
     ctx.contract.budget = ctx.budget.snapshot(ctx.phase.id)
+    source = workflow_path(ctx.workflow)
+    if source is None:
+        logger.warning(
+            "workflow built in code has no file: agent %r gets no scratchpad MCP server; "
+            "load the workflow from a YAML file to offer it",
+            ctx.contract.agent_id,
+        )
+        return
+    ctx.contract.mcp_servers[SERVER_NAME] = scratchpad_server(ctx.contract.agent_id, source)

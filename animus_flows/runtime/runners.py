@@ -42,7 +42,11 @@ async def call_python_runner(
 
 
 def command_files(contract: RuntimeContract, folder: Path) -> dict[str, Path]:
-    """Write the contract (and the MCP server list) where a command runner can read them."""
+    """Write the contract and the MCP server list where a command runner can read them.
+
+    `mcp.json` is `{"mcpServers": {name: {"command", "args", "env"}}}`, the shape agent CLIs
+    read (Claude Code's `--mcp-config FILE`, Claude Desktop's config file).
+    """
     contract_path = folder / "contract.json"
     contract_path.write_text(contract.model_dump_json(indent=2), encoding="utf-8")
     mcp_path = folder / "mcp.json"

@@ -1,0 +1,471 @@
+"""`animus mcp binding`: one memory binding's store, served to an agent over MCP.
+
+For bindings with `query_strategy: none` the agent asks the store itself instead of getting
+memories injected. The server is pinned to one binding (found by plugin and label in the
+workflow file) and one scope. It offers `animus.binding.query` and `animus.binding.get` when
+the binding reads and `animus.binding.put` only when it has `write: true`. What it returns is
+egress-safe (PUBLIC items only, within the binding's tiers and memory types, the same rules as
+injection), every call is audited like the hook's, and every put is redacted first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from animus_flows.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
+from animus_flows.config.models import MemoryBinding, WorkflowFile
+from animus_flows.errors import AnimusError, ConfigError, StoreError, StoreTimeout, WriteDenied
+from animus_flows.hooks.memory_bindings import admissible, store_filters
+from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
+from animus_flows.mcp_config import AUDIT_ENV, binding_server_name
+from animus_flows.plugins import PluginRegistry
+from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json
+from animus_flows.redaction import redact_text, redact_value
+from animus_flows.runtime_paths import runtime_root
+
+TOOL_QUERY = "animus.binding.query"
+TOOL_GET = "animus.binding.get"
+TOOL_PUT = "animus.binding.put"
+
+#: An agent waiting on a tool call can afford more than a phase start's injection deadline.
+MIN_TIMEOUT_MS = 2000
+#: Metadata keys only the redaction step may write.
+REDACTION_KEYS = ("_redaction_count", "_redaction_types")
+
+logger = logging.getLogger("animus_flows.mcp.binding")
+audit_logger = logging.getLogger("animus_flows.audit")
+T = TypeVar("T")
+
+
+# -- finding the binding ---------------------------------------------------------------------
+
+
+def find_binding(
+    workflow: WorkflowFile,
+    plugin: str,
+    kind: str,
+    label: str | None = None,
+    agent_id: str | None = None,
+) -> MemoryBinding:
+    """The one binding of `plugin` with scope `kind` (and `label`) in the workflow file.
+
+    Agent bindings count for their own agent only when `agent_id` is given. Raises ConfigError
+    when none matches, or when several do and `--binding` does not tell them apart.
+    """
+    owned: list[tuple[str, MemoryBinding]] = []
+    for name, agent in workflow.agents.items():
+        if agent_id is None or name == agent_id:
+            owned += [(f"agents.{name}", b) for b in agent.memory_bindings]
+    for name, flow in workflow.workflows.items():
+        owned += [(f"workflows.{name}", b) for b in flow.memory_bindings]
+    of_plugin = [(owner, b) for owner, b in owned if b.plugin == plugin]
+    found = [
+        (owner, b)
+        for owner, b in of_plugin
+        if b.scope.kind == kind and (label is None or b.binding == label)
+    ]
+    where = workflow.source or "the workflow"
+    if not found:
+        declared = ", ".join(f"{b.binding} (scope {b.scope.kind}, {o})" for o, b in of_plugin)
+        wanted = f"binding {label!r} of plugin {plugin!r}" if label else f"plugin {plugin!r}"
+        raise ConfigError(
+            f"no {wanted} with scope {kind} in {where}"
+            + (f"; its bindings: {declared}" if declared else "; no binding uses it")
+            + "; pass --plugin, --scope and --binding of a declared binding"
+        )
+    labels = list(dict.fromkeys(b.binding for _, b in found))
+    if len(labels) > 1:
+        raise ConfigError(
+            f"plugin {plugin!r} has {len(labels)} bindings with scope {kind} in {where} "
+            f"({', '.join(labels)}); choose one with --binding LABEL"
+        )
+    first_owner, first = found[0]
+    for owner, other in found[1:]:
+        if _gates(other) != _gates(first):
+            raise ConfigError(
+                f"binding {first.binding!r} of plugin {plugin!r} is declared differently in "
+                f"{first_owner} and {owner}; give them different labels, or pass --agent-id"
+            )
+    if not (first.read or first.write):
+        raise ConfigError(
+            f"binding {first.binding!r} in {first_owner} has read: false and write: false; "
+            "there is nothing to serve"
+        )
+    return first
+
+
+def _gates(binding: MemoryBinding) -> tuple[Any, ...]:
+    return (binding.read, binding.write, binding.tiers, binding.memory_types, binding.top_k)
+
+
+# -- what the tools answer -------------------------------------------------------------------
+
+
+class Hit(BaseModel):
+    key: str = Field(description="The item's key, for the get tool.")
+    value: Any = Field(description="The stored value: a string, or a JSON object.")
+    score: float = Field(description="Relevance in [0, 1], higher is better.")
+    metadata: dict[str, Any] = Field(description="memory_type, tier, tags, ...")
+
+
+class QueryAnswer(BaseModel):
+    binding: str = Field(description="The binding searched.")
+    hits: list[Hit] = Field(description="The best matches, best first.")
+
+
+class GetAnswer(BaseModel):
+    key: str
+    found: bool = Field(description="False when there is no such item you may see.")
+    value: Any = Field(None, description="The stored value, when found.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    updated_at: str | None = None
+
+
+class PutAnswer(BaseModel):
+    key: str
+    stored: bool
+    redacted: int = Field(description="Secrets found in what you stored and replaced by markers.")
+    expires_at: str | None = None
+
+
+# -- the logic behind the tools ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    """Who is calling: the phase's agent, phase and task, for the audit trail."""
+
+    agent_id: str | None = None
+    phase_id: str | None = None
+    task_id: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> AuditContext:
+        """Read ANIMUS_AGENT_ID, ANIMUS_PHASE_ID and ANIMUS_TASK_ID (set by the hook)."""
+        return cls(**{name: environ.get(var) or None for name, var in AUDIT_ENV.items()})
+
+
+class BindingService:
+    """One binding's store pinned to one scope: egress rules, write gate, redaction, audit."""
+
+    def __init__(
+        self,
+        binding: MemoryBinding,
+        scope: Scope,
+        store: MemoryStore,
+        audit: AuditTrail,
+        context: AuditContext | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.binding = binding
+        self.scope = scope
+        self.store = store
+        self.audit = audit
+        self.context = context or AuditContext()
+        if self.context.agent_id is None and scope.agent_id is not None:
+            self.context = AuditContext(scope.agent_id, self.context.phase_id, self.context.task_id)
+        self.timeout_s = timeout_s or max(binding.timeout_ms, MIN_TIMEOUT_MS) / 1000
+
+    async def query(self, text: str, top_k: int | None = None) -> QueryAnswer:
+        """Search the scope; only hits this binding may disclose come back."""
+        wanted = top_k or self.binding.top_k
+        limit = min(wanted, self.binding.top_k, self.store.capabilities.max_query_top_k)
+        notes = [] if limit == wanted else [f"top_k {wanted} clamped to {limit}"]
+        op = _Op(self, "query", bytes_in=len(text.encode()))
+        raw = await op.run(
+            self.store.query(self.scope, text, top_k=limit, filters=store_filters(self.binding))
+        )
+        hits, withheld = [], {}
+        for hit in raw:
+            reason = admissible(self.binding, hit)
+            if reason is None:
+                hits.append(
+                    Hit(key=hit.key, value=hit.value, score=hit.score, metadata=dict(hit.metadata))
+                )
+            else:
+                withheld[reason] = withheld.get(reason, 0) + 1
+        notes.insert(0, f"returned {len(hits)}")
+        notes += [f"{count} withheld: {reason}" for reason, count in withheld.items()]
+        op.done(len(raw), [h.model_dump() for h in hits], notes)
+        return QueryAnswer(binding=self.binding.binding, hits=hits)
+
+    async def get(self, key: str) -> GetAnswer:
+        """The item under `key`, unless it does not exist or may not be disclosed."""
+        op = _Op(self, "get", bytes_in=len(key.encode()))
+        item = await op.run(self.store.get(self.scope, key))
+        if item is None:
+            op.done(0, None, ["no such item"])
+            return GetAnswer(key=key, found=False)
+        reason = admissible(self.binding, QueryHit(item.key, item.value, 1.0, item.metadata))
+        if reason is not None:  # answered exactly like a missing key: nothing leaks
+            op.done(1, None, [f"withheld: {reason}"], status="denied")
+            return GetAnswer(key=key, found=False)
+        answer = GetAnswer(
+            key=key,
+            found=True,
+            value=item.value,
+            metadata=dict(item.metadata),
+            updated_at=item.to_json()["updated_at"],
+        )
+        op.done(1, answer.model_dump(), ["returned 1"])
+        return answer
+
+    async def put(
+        self,
+        key: str,
+        value: Any,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> PutAnswer:
+        """Store `value` under `key`, secrets redacted; refused unless the binding writes."""
+        clean, found = redact_value(value)
+        meta, meta_found = redact_value(
+            {k: v for k, v in (metadata or {}).items() if k not in REDACTION_KEYS}
+        )
+        op = _Op(self, "put", bytes_in=len(canonical_json(clean).encode()))
+        if not self.binding.write:
+            op.done(0, None, ["binding has write: false"], status="denied")
+            raise WriteDenied(
+                f"binding {self.binding.binding!r} is read-only (write: false); nothing was stored"
+            )
+        count = found.get("_redaction_count", 0) + meta_found.get("_redaction_count", 0)
+        meta |= {"source": "mcp", "provenance": "agent"}
+        if self.context.agent_id:
+            meta["agent"] = self.context.agent_id
+        if self.binding.memory_types and "memory_type" not in meta:
+            meta["memory_type"] = self.binding.memory_types[0]  # findable through this binding
+        if count:
+            kinds = {*found.get("_redaction_types", ()), *meta_found.get("_redaction_types", ())}
+            meta |= {"_redaction_count": count, "_redaction_types": sorted(kinds)}
+        item = await op.run(
+            self.store.put(self.scope, key, clean, metadata=meta, ttl_seconds=ttl_seconds)
+        )
+        op.done(1, None, [f"stored {key}"] + ([f"{count} secret(s) redacted"] if count else []))
+        return PutAnswer(
+            key=key, stored=True, redacted=count, expires_at=item.to_json()["expires_at"]
+        )
+
+
+class _Op:
+    """Times one store call, turns its failures into StoreErrors, and audits it once."""
+
+    def __init__(self, service: BindingService, op: str, bytes_in: int) -> None:
+        self.service = service
+        self.op = op
+        self.bytes_in = bytes_in
+        self.started = time.perf_counter()
+
+    async def run(self, call: Awaitable[T]) -> T:
+        try:
+            async with asyncio.timeout(self.service.timeout_s):
+                return await call
+        except TimeoutError:
+            self.done(
+                0, None, [f"no answer within {self.service.timeout_s * 1000:.0f} ms"], "timeout"
+            )
+            raise StoreTimeout(
+                f"{self.service.binding.plugin!r} did not answer within "
+                f"{self.service.timeout_s * 1000:.0f} ms; try again later"
+            ) from None
+        except AnimusError as exc:
+            self.done(0, None, [str(exc)], "error")
+            raise StoreError(redact_text(str(exc))) from None
+        except Exception as exc:  # a broken plugin: tell the agent, keep serving
+            self.done(0, None, [f"{type(exc).__name__}: {exc}"], "error")
+            raise StoreError(
+                redact_text(f"{self.service.binding.plugin!r} failed: {type(exc).__name__}: {exc}")
+            ) from None
+
+    def done(self, result_count: int, answer: Any, notes: list[str], status: str = "ok") -> None:
+        service, context = self.service, self.service.context
+        self.service.audit.record(
+            MemoryOpEvent(
+                op=self.op,  # type: ignore[arg-type]
+                plugin_id=service.binding.plugin,
+                binding=service.binding.binding,
+                scope=MemoryOpEvent.scope_json(service.scope),
+                phase_id=context.phase_id,
+                agent_id=context.agent_id,
+                task_id=context.task_id,
+                bytes_in=self.bytes_in,
+                bytes_out=0 if answer is None else len(canonical_json(answer).encode()),
+                result_count=result_count,
+                latency_ms=round((time.perf_counter() - self.started) * 1000, 3),
+                status=status,  # type: ignore[arg-type]
+                detail="; ".join(["mcp", *notes]),
+            )
+        )
+
+
+# -- the MCP surface -------------------------------------------------------------------------
+
+QueryText = Annotated[str, Field(description="What to look for, in plain words.")]
+TopK = Annotated[int | None, Field(None, ge=1, description="Most hits to return.")]
+Key = Annotated[str, Field(description="The item's key, e.g. 'fx/eur-usd-range'.")]
+Value = Annotated[
+    str | dict[str, Any],
+    Field(description='The value: plain text, or a JSON object whose "content" is searched.'),
+]
+Metadata = Annotated[
+    dict[str, Any] | None,
+    Field(
+        None,
+        description=(
+            "Optional labels: memory_type (semantic, episodic, procedural, ...), "
+            "tier (hot, warm, cold), tags (a list), sensitivity (public unless set)."
+        ),
+    ),
+]
+Ttl = Annotated[
+    int | None, Field(None, ge=1, description="Forget the item after this many seconds.")
+]
+
+
+def audit_path(workflow: WorkflowFile) -> Path:
+    """The YAML's `audit.path`, else `.animus/audit.jsonl` under the runtime root."""
+    if workflow.audit.path:
+        return workflow.resolve_path(workflow.audit.path)
+    return runtime_root(workflow) / "audit.jsonl"
+
+
+async def _answer(call: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await call()
+    except AnimusError as exc:
+        raise ToolError(redact_text(str(exc))) from None
+
+
+def build_binding_server(service: BindingService, tool_names: str = "dotted") -> MCPServer:
+    """The MCP server of one binding: query and get when it reads, put when it writes.
+
+    `tool_names="underscored"` serves `animus_binding_query`, ... instead.
+    """
+    binding, scope = service.binding, service.scope
+    about = f"memory binding {binding.binding!r} (store {binding.plugin!r}, scope {scope})"
+    query_name, get_name, put_name = (
+        tool_name(t, tool_names) for t in (TOOL_QUERY, TOOL_GET, TOOL_PUT)
+    )
+    tools = [query_name, get_name] if binding.read else []
+    tools += [put_name] if binding.write else []
+    server = MCPServer(
+        binding_server_name(binding.binding),
+        title=f"Memory: {binding.binding}",
+        instructions=(
+            f"The {about}. Nothing from it is in your prompt: search it when you need it. "
+            f"Tools: {', '.join(tools)}. Only public items are ever returned."
+            + ("" if binding.write else " It is read-only.")
+        ),
+    )
+    if binding.read:
+
+        @server.tool(
+            name=query_name,
+            title=f"Search {binding.binding}",
+            description=(
+                f"Search the {about} for what you need; returns up to {binding.top_k} hits, "
+                "best first, each with key, value, score in [0, 1] and metadata. An empty "
+                "text lists the newest items. Only public items are returned."
+            ),
+            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        )
+        async def query(text: QueryText, top_k: TopK = None) -> QueryAnswer:
+            return await _answer(lambda: service.query(text, top_k))
+
+        @server.tool(
+            name=get_name,
+            title=f"Get from {binding.binding}",
+            description=(
+                f"Fetch one item of the {about} by its exact key (from a search hit or a put). "
+                "found is false when there is no such item you may see."
+            ),
+            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        )
+        async def get(key: Key) -> GetAnswer:
+            return await _answer(lambda: service.get(key))
+
+    if binding.write:
+
+        @server.tool(
+            name=put_name,
+            title=f"Store in {binding.binding}",
+            description=(
+                f"Store a memory in the {about} under `key`, replacing what the key held. "
+                "Secrets (API keys, passwords, tokens) are replaced by [REDACTED:...] markers "
+                "before anything is stored; `redacted` counts them."
+            ),
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=True, idempotent_hint=True
+            ),
+        )
+        async def put(
+            key: Key, value: Value, metadata: Metadata = None, ttl_seconds: Ttl = None
+        ) -> PutAnswer:
+            return await _answer(lambda: service.put(key, value, metadata, ttl_seconds))
+
+    return server
+
+
+def serve_binding(
+    workflow: WorkflowFile,
+    plugin: str,
+    scope: Scope,
+    *,
+    label: str | None = None,
+    context: AuditContext | None = None,
+    tool_names: str = "dotted",
+    debug: bool = False,
+) -> None:
+    """Serve one binding's store, pinned to `scope`, over stdio until the client leaves.
+
+    Raises:
+        ConfigError: no such binding, its plugin resolves to no store, or `tool_names` is
+            not a style; before serving.
+    """
+    check_tool_names(tool_names)
+    context = context or AuditContext.from_env()
+    # the calling agent (pinned scope, else the hook's audit context) owns its own bindings
+    binding = find_binding(workflow, plugin, scope.kind, label, scope.agent_id or context.agent_id)
+    sinks = [JsonlSink(audit_path(workflow).resolve()), LoggerSink(audit_logger)]
+
+    async def main() -> None:
+        # Saved blocks are looked up only where a Prefect API is configured: a server never
+        # starts a temporary Prefect server just to find out there is no block.
+        registry = PluginRegistry(workflow, use_blocks=bool(os.environ.get("PREFECT_API_URL")))
+        try:
+            store = await registry.resolve(plugin)
+            if store is None:
+                raise ConfigError(
+                    f"plugin {plugin!r} is not a store of {workflow.source or 'the workflow'} "
+                    "and no saved memory-store block has that name (saved blocks are looked up "
+                    "when PREFECT_API_URL is set); declare it under stores:"
+                )
+            log_to_stderr(debug)
+            service = BindingService(binding, scope, store, AuditTrail(sinks), context)
+            server = build_binding_server(service, tool_names)
+            logger.info(
+                "serving binding %s (plugin %s, scope %s, %s); audit to %s",
+                binding.binding,
+                plugin,
+                scope,
+                "read-write" if binding.write else "read-only",
+                sinks[0].path,
+            )
+            await server.run_stdio_async()
+        finally:
+            await registry.aclose()
+
+    anyio.run(main)

@@ -1,0 +1,136 @@
+"""The scratchpad file: hard limit, atomic replacement, and real processes writing at once."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from animus_flows.scratchpad import Scratchpad, ScratchpadFull
+
+
+def test_a_write_past_the_limit_is_refused_with_both_counts_and_changes_nothing(tmp_path):
+    pad = Scratchpad(tmp_path, "desk", "analyst", max_chars=20)
+    pad.write("0123456789")
+    before = pad.path.read_bytes()
+    with pytest.raises(ScratchpadFull) as refused:
+        pad.append("abcdefghijk")  # 10 + newline + 11 = 22
+    assert (refused.value.chars_current, refused.value.chars_limit) == (10, 20)
+    assert refused.value.chars_requested == 22
+    assert "would hold 22 characters, over its limit of 20 (currently 10)" in str(refused.value)
+    with pytest.raises(ScratchpadFull):
+        pad.write("x" * 21)
+    assert pad.path.read_bytes() == before
+    assert pad.write("x" * 20).chars_current == 20  # exactly the limit fits
+
+
+def test_append_adds_a_line_and_an_empty_append_changes_nothing(tmp_path):
+    pad = Scratchpad(tmp_path, "desk", "analyst")
+    assert pad.append("first").text == "first"
+    assert pad.append("second\n").text == "first\nsecond\n"
+    assert pad.append("third").text == "first\nsecond\nthird"
+    assert pad.append("").text == "first\nsecond\nthird"
+    assert pad.read().chars_limit == 6000
+
+
+def test_a_failed_write_keeps_the_old_text_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    pad = Scratchpad(tmp_path, "desk", "analyst")
+    pad.write("kept")
+
+    def crash(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(OSError, match="No space left"):
+        pad.write("lost")
+    monkeypatch.undo()
+    assert pad.read().text == "kept"
+    assert sorted(p.name for p in pad.path.parent.iterdir()) == ["analyst.lock", "analyst.md"]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from animus_flows.scratchpad import Scratchpad
+
+    root, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    pad = Scratchpad(root, "desk", "shared", max_chars=1_000_000)
+    print("ready", flush=True)
+    sys.stdin.readline()  # start together
+    for n in range(count):
+        pad.append(f"{name}-{n}")
+    """
+)
+
+
+def test_processes_appending_at_once_lose_no_note(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    writers = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path), f"w{i}", "60"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    for writer in writers:
+        assert writer.stdout.readline().strip() == "ready"
+    for writer in writers:
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0
+    lines = Scratchpad(tmp_path, "desk", "shared").read().text.splitlines()
+    assert sorted(lines) == sorted(f"w{i}-{n}" for i in range(3) for n in range(60))
+    for i in range(3):  # each writer's notes stay in its own order
+        mine = [line for line in lines if line.startswith(f"w{i}-")]
+        assert mine == [f"w{i}-{n}" for n in range(60)]
+
+
+REWRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from animus_flows.scratchpad import Scratchpad
+
+    pad = Scratchpad(Path(sys.argv[1]), "desk", "crash", max_chars=2_000_000)
+    print("ready", flush=True)
+    n = 0
+    while True:
+        letter = "AB"[n % 2]
+        pad.write(letter * (400_000 if letter == "A" else 900_000))
+        n += 1
+    """
+)
+
+
+def test_a_writer_killed_mid_write_never_leaves_half_a_file(tmp_path):
+    # The file always holds a whole write: anything else (even empty) is a torn file.
+    script = tmp_path / "rewriter.py"
+    script.write_text(REWRITER)
+    pad = Scratchpad(tmp_path, "desk", "crash", max_chars=2_000_000)
+    for delay in (0.0, 0.013, 0.029, 0.047, 0.071, 0.089):
+        pad.write("A" * 400_000)
+        writer = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        assert writer.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 30
+        while not pad.read().text.startswith("B"):  # the writer is cycling through writes
+            assert time.monotonic() < deadline, "the writer never completed a write"
+            time.sleep(0.001)
+        time.sleep(delay)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+        text = pad.read().text
+        assert text in ("A" * 400_000, "B" * 900_000), f"torn file: {len(text)} characters"
+    # a killed writer may leave its temporary file; the next write clears it away
+    pad.write("after")
+    assert sorted(p.name for p in pad.path.parent.iterdir()) == ["crash.lock", "crash.md"]
+    assert pad.read().text == "after"
