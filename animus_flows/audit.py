@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from animus_flows.protocol import Scope
-from animus_flows.redaction import redact_text
+from animus_flows.redaction import redact
 
 Op = Literal["query", "get", "put", "delete_scope", "list_scopes"]
 Status = Literal["ok", "timeout", "error", "unmatched", "denied"]
@@ -73,7 +73,7 @@ class AuditTrail:
 
     def record(self, event: MemoryOpEvent) -> MemoryOpEvent:
         if event.detail:  # details quote store errors: never let a credential through
-            event = replace(event, detail=redact_text(event.detail))
+            event = replace(event, detail=redact(event.detail).text)
         with self._lock:
             self._events.append(event)
         for sink in self.sinks:

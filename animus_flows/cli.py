@@ -233,7 +233,7 @@ def memory_put(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a JSON value under a key; secrets in it are redacted first."""
-    from animus_flows.memory.redaction import redact_item
+    from animus_flows.redaction import redact_item
 
     parsed = _parse_json("--value", value)
     meta = _parse_json("--metadata", metadata, want_object=True) if metadata else None

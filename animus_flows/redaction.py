@@ -1,103 +1,269 @@
-"""Secret redaction at ingest: find credentials in text and replace them with typed markers.
+"""Secret redaction at ingest: every write path replaces secrets with typed markers.
 
-Runs on every write path (the memory layer, `animus memory put`, the write-back hook, MCP) and
-on audit details. Patterns favour precision: ordinary hex ids, UUIDs, git SHAs and prose pass
-through untouched. This is a safety net, not a vault: rotate anything that slips through.
+`redact(text)` is the one implementation; the memory layer, `animus memory put`, the write-back
+hook and the MCP servers call it (or `redact_item` for a whole store write), so a secret caught
+on one path is caught on all. Detected secrets become `[REDACTED:<type>]` and the item's metadata
+records `_redaction_count` and `_redaction_types`.
+
+Patterns favour precision: ordinary hex ids, UUIDs, git SHAs and prose survive. Redaction is a
+safety net, not a vault: a secret in a shape not listed here is stored as written.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-_PRIVATE_KEY = (
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-)
-_ASSIGNED = (
-    r"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|"
-    r"client[_-]?secret)\b[\"']?\s*[:=]\s*[\"']?([^\s\"',;]{4,})"
-)
+from animus_flows.protocol import JSON, RESERVED_METADATA_KEYS
 
-# (type, pattern, group replaced: 0 is the whole match, 1 keeps the surrounding context)
-_SOURCES = [
-    ("private_key", _PRIVATE_KEY, 0),
-    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
-    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", 0),
-    ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 0),
+MARKER = "[REDACTED:{}]"
+_MARKER_PREFIX = "[REDACTED:"
+
+#: What each marker type stands for, in the order the patterns run.
+REDACTION_TYPES: dict[str, str] = {
+    "private_key": "PEM private key blocks (RSA, EC, OPENSSH, PGP, ...)",
+    "jwt": "JSON Web Tokens (three base64url parts, header and payload starting eyJ)",
+    "anthropic_api_key": "Anthropic API keys (sk-ant-...)",
+    "openai_api_key": "OpenAI API keys (sk-..., sk-proj-...) of 20+ characters with a digit",
+    "aws_access_key": "AWS access key ids (AKIA/ASIA/ABIA/ACCA + 16 characters)",
+    "github_token": "GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)",
+    "slack_webhook": "Slack incoming-webhook URLs",
+    "slack_token": "Slack tokens (xoxb-, xoxp-, xoxa-, xoxo-, xoxs-, xoxr-, xoxe-)",
+    "stripe_key": "Stripe secret and restricted keys (sk_live_, rk_test_, ...)",
+    "google_api_key": "Google API keys (AIza...)",
+    "bearer_token": "Bearer tokens after `Bearer ` (16+ characters with a digit)",
+    "url_password": "the password in a URL's user:password@host part",
+    "password": "values assigned to password/passwd names (`password=...`, `DB_PASSWORD: ...`)",
+    "api_key": "values assigned to api_key/apikey names",
+    "secret": "values assigned to secret, token and private-key names",
+}
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
-        "aws_secret_key",
-        r"(?i)\baws_?secret_?(?:access_?)?key\b\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
-        1,
+        "private_key",
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r".*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.DOTALL,
+        ),
     ),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})", 0),
-    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0),
-    ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Z0-9]+/[A-Z0-9]+/[A-Za-z0-9]+", 0),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("url_password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]+:([^\s@/]+)@", 1),
-    ("password", _ASSIGNED, 1),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")),
+    ("anthropic_api_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
+    (
+        "openai_api_key",
+        re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}"),
+    ),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
+    (
+        "github_token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
+    ),
+    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+")),
+    ("slack_token", re.compile(r"\bxox[abposre]-(?=[A-Za-z0-9-]*\d)[A-Za-z0-9-]{10,}")),
+    ("stripe_key", re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
 ]
-_PATTERNS = [(kind, re.compile(source), group) for kind, source, group in _SOURCES]
+
+# Secrets inside a larger match: only the named group is replaced, the context stays readable.
+_BEARER = re.compile(r"\bBearer\s+(?P<secret>(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)")
+_URL_PASSWORD = re.compile(
+    r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\[\]]+:(?P<secret>[^\s/@]+)@(?=[^\s/@]*[A-Za-z0-9])"
+)
+
+_SECRET_NAMES = {
+    "password": r"passw(?:or)?d",
+    "api_key": r"api[_-]?key",
+    "secret": r"secret(?:[_-]?(?:access)?[_-]?key)?|(?:access|auth|refresh|bearer)[_-]?token"
+    r"|private[_-]?key",
+}
+_NAME = "|".join(f"(?P<name_{kind}>{pattern})" for kind, pattern in _SECRET_NAMES.items())
+# A name (optionally prefixed, as in DB_PASSWORD), an optional closing quote, `=` or `:`, a
+# value: quoted, or up to the next space, comma or semicolon.
+_ASSIGNMENT = re.compile(
+    rf"(?i)(?<![A-Za-z0-9])[A-Za-z0-9_.-]*?(?:{_NAME})[\"']?\s*(?P<sep>:=|=|:)\s*"
+    r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;\"'&]+)"
+)
+_PLACEHOLDER = re.compile(
+    r"(?i)^(?:|none|null|nil|true|false|undefined|\*+|x{3,}|\.{3}|<.*>|\{\{.*|\$.*|%\(.*"
+    r"|os\.environ.*|os\.getenv.*|getenv\(.*|env\(.*|\[REDACTED.*|REDACTED)$"
+)
+
+
+def _placeholder(value: str) -> bool:
+    return bool(_PLACEHOLDER.match(value.strip("\"'").strip()))
 
 
 @dataclass(frozen=True)
 class Redaction:
-    """Redacted text and what was found in it."""
+    """The redacted text, how many secrets were replaced, and their types (sorted, unique)."""
 
     text: str
     count: int
     types: tuple[str, ...]
 
 
-def marker(kind: str) -> str:
-    return f"[REDACTED:{kind}]"
-
-
 def redact(text: str) -> Redaction:
-    """Replace every secret in `text` with `[REDACTED:<type>]`."""
-    found: list[str] = []
-    for kind, pattern, group in _PATTERNS:
+    """Replace every secret in `text` with `[REDACTED:<type>]`.
 
-        def replace(match: re.Match[str], kind: str = kind, group: int = group) -> str:
-            if marker(kind) in match.group(0) or "[REDACTED:" in match.group(group):
-                return match.group(0)
-            found.append(kind)
-            start, end = match.start(group) - match.start(0), match.end(group) - match.start(0)
-            whole = match.group(0)
-            return whole[:start] + marker(kind) + whole[end:]
+    Example:
+        ```python
+        from animus_flows.redaction import redact
 
-        text = pattern.sub(replace, text)
-    return Redaction(text, len(found), tuple(dict.fromkeys(found)))
-
-
-def redact_text(text: str) -> str:
-    """`text` with its secrets replaced (for logs, errors and audit details)."""
-    return redact(text).text
-
-
-def redact_value(value: Any) -> tuple[Any, dict[str, Any]]:
-    """Redact every string inside a JSON value.
-
-    Returns the clean value and the metadata to record with it: `_redaction_count` and
-    `_redaction_types` when something was found, else nothing.
+        redact("deploy with AKIAIOSFODNN7EXAMPLE").text
+        # 'deploy with [REDACTED:aws_access_key]'
+        ```
     """
-    count = 0
-    types: list[str] = []
+    text, found = _redact(text)
+    return Redaction(text, len(found), tuple(sorted(set(found))))
 
-    def walk(node: Any) -> Any:
-        nonlocal count
+
+def _redact(text: str) -> tuple[str, list[str]]:
+    """The redacted text and the type of every secret replaced, one entry each."""
+    found: list[str] = []
+
+    def marker(kind: str) -> Callable[[re.Match[str]], str]:
+        def replace(match: re.Match[str]) -> str:
+            found.append(kind)
+            return MARKER.format(kind)
+
+        return replace
+
+    for kind, pattern in _PATTERNS:
+        text = pattern.sub(marker(kind), text)
+    text = _replace_group(_BEARER, text, lambda _: "bearer_token", found)
+    text = _replace_group(_URL_PASSWORD, text, lambda _: "url_password", found)
+    text = _replace_group(_ASSIGNMENT, text, _assignment_kind, found)
+    return text, found
+
+
+def _replace_group(
+    pattern: re.Pattern[str],
+    text: str,
+    kind_of: Callable[[re.Match[str]], str | None],
+    found: list[str],
+) -> str:
+    def replace(match: re.Match[str]) -> str:
+        kind = kind_of(match)
+        secret = match.group("secret")
+        if kind is None or secret.startswith(_MARKER_PREFIX) or _placeholder(secret):
+            return match.group(0)
+        found.append(kind)
+        start, end = match.span("secret")
+        offset = match.start()
+        quote = secret[0] if secret[0] in "\"'" and len(secret) > 1 else ""
+        redacted = f"{quote}{MARKER.format(kind)}{quote}"
+        whole = match.group(0)
+        return whole[: start - offset] + redacted + whole[end - offset :]
+
+    return pattern.sub(replace, text)
+
+
+def _assignment_kind(match: re.Match[str]) -> str | None:
+    secret = match.group("secret")
+    quoted = secret[:1] in "\"'"
+    # `password: it must be strong` is prose; `password: hunter2` is a secret. An unquoted value
+    # after a colon counts only when it looks generated: 6+ characters with a digit or a symbol.
+    if match.group("sep") == ":" and not quoted and (len(secret) < 6 or secret.isalpha()):
+        return None
+    return _named_kind(match)
+
+
+def _named_kind(match: re.Match[str]) -> str:
+    return next(kind for kind in _SECRET_NAMES if match.group(f"name_{kind}"))
+
+
+# -- JSON values and store writes ------------------------------------------------------------
+
+_KEY_NAME = re.compile(rf"(?i)^[A-Za-z0-9_.-]*?(?:{_NAME})$")
+
+
+@dataclass(frozen=True)
+class RedactedJSON:
+    """A JSON value with its secrets replaced, and what was found."""
+
+    value: JSON
+    count: int
+    types: tuple[str, ...]
+
+    def metadata(self, existing: Mapping[str, JSON] | None = None) -> dict[str, JSON]:
+        """`existing` plus the redaction keys, added to what it already recorded."""
+        return redaction_metadata(self.count, self.types, existing)
+
+
+def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
+    """Redact every string in a JSON value; a string under a secret-named key (`"password"`,
+    `"api_key"`, `"client_secret"`, ...) is replaced whole. Keys are never rewritten.
+
+    `skip_keys` names top-level object keys left as they are.
+    """
+    found: list[str] = []
+    skipped = frozenset(skip_keys)
+
+    def walk(node: JSON, key: str | None) -> JSON:
         if isinstance(node, str):
-            result = redact(node)
-            count += result.count
-            types.extend(result.types)
-            return result.text
+            if key is not None and node and not _placeholder(node):
+                named = _KEY_NAME.match(key)
+                if named and not node.startswith(_MARKER_PREFIX):
+                    kind = _named_kind(named)
+                    found.append(kind)
+                    return MARKER.format(kind)
+            text, kinds = _redact(node)
+            found.extend(kinds)
+            return text
         if isinstance(node, list):
-            return [walk(item) for item in node]
+            return [walk(item, None) for item in node]
         if isinstance(node, dict):
-            return {key: walk(item) for key, item in node.items()}
+            return {k: walk(v, k) for k, v in node.items()}
         return node
 
-    clean = walk(value)
-    if not count:
-        return clean, {}
-    return clean, {"_redaction_count": count, "_redaction_types": sorted(set(types))}
+    if isinstance(value, dict) and skipped:
+        redacted: JSON = {k: v if k in skipped else walk(v, k) for k, v in value.items()}
+    else:
+        redacted = walk(value, None)
+    return RedactedJSON(redacted, len(found), tuple(sorted(set(found))))
+
+
+def redaction_metadata(
+    count: int, types: Iterable[str], existing: Mapping[str, JSON] | None = None
+) -> dict[str, JSON]:
+    """`existing` metadata with `_redaction_count` and `_redaction_types` increased by a
+    redaction; unchanged when nothing was redacted."""
+    metadata = dict(existing or {})
+    if count <= 0:
+        return metadata
+    before = metadata.get("_redaction_count", 0)
+    before_types = metadata.get("_redaction_types") or []
+    metadata["_redaction_count"] = (before if isinstance(before, int) else 0) + count
+    metadata["_redaction_types"] = sorted(
+        {*(t for t in before_types if isinstance(t, str)), *types}
+        if isinstance(before_types, list)
+        else set(types)
+    )
+    return metadata
+
+
+#: Metadata keys whose values are the layer's own bookkeeping, never user text.
+_BOOKKEEPING = frozenset(RESERVED_METADATA_KEYS - {"tags"})
+
+
+def redact_item(
+    value: JSON, metadata: Mapping[str, JSON] | None = None
+) -> tuple[JSON, dict[str, JSON] | None]:
+    """Redact a store write: the value and the free-form metadata, with the redaction keys
+    merged into the metadata. This is what every write path outside the layer calls.
+
+    Example:
+        ```python
+        value, metadata = redact_item({"content": output}, {"phase": "research"})
+        await store.put(scope, key, value, metadata=metadata)
+        ```
+    """
+    body = redact_json(value)
+    meta = None if metadata is None else redact_json(dict(metadata), skip_keys=_BOOKKEEPING)
+    count = body.count + (meta.count if meta else 0)
+    types = {*body.types, *(meta.types if meta else ())}
+    merged = None if meta is None else dict(meta.value)  # type: ignore[arg-type]
+    if count:
+        merged = redaction_metadata(count, types, merged)
+    return body.value, merged

@@ -14,7 +14,7 @@ from animus_flows.audit import MemoryOpEvent
 from animus_flows.errors import AnimusError
 from animus_flows.phase import PhaseContext
 from animus_flows.protocol import canonical_json
-from animus_flows.redaction import redact_value
+from animus_flows.redaction import redact_item
 
 #: Writes get at least this long, whatever a binding's read deadline says.
 MIN_WRITE_TIMEOUT_MS = 2000
@@ -29,20 +29,21 @@ async def write_back(ctx: PhaseContext) -> None:
     if ctx.output is None:
         return
     contract = ctx.contract
-    value, redaction = redact_value({"content": output_text(ctx.output)})
     key = f"phase-output/{contract.workflow}/{contract.phase_id}/{contract.flow_run_id or 'local'}"
-    metadata = {
-        "memory_type": "episodic",
-        "tier": "warm",
-        "source": "phase-output",
-        "provenance": "flow-run",
-        "agent": contract.agent_id,
-        "workflow": contract.workflow,
-        "phase_id": contract.phase_id,
-        "task_id": contract.task_id,
-        "flow_run_id": contract.flow_run_id,
-        **redaction,
-    }
+    value, metadata = redact_item(
+        {"content": output_text(ctx.output)},
+        {
+            "memory_type": "episodic",
+            "tier": "warm",
+            "source": "phase-output",
+            "provenance": "flow-run",
+            "agent": contract.agent_id,
+            "workflow": contract.workflow,
+            "phase_id": contract.phase_id,
+            "task_id": contract.task_id,
+            "flow_run_id": contract.flow_run_id,
+        },
+    )
     for binding in ctx.bindings:
         if not binding.write:
             continue

@@ -1,71 +1,218 @@
-"""Secret redaction: a corpus of secrets that must go and ordinary text that must stay."""
+"""Secret redaction: a corpus of secrets that must go and look-alikes that must stay."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from animus_flows.redaction import redact, redact_value
+from animus_flows.redaction import (
+    REDACTION_TYPES,
+    redact,
+    redact_item,
+    redact_json,
+    redaction_metadata,
+)
 
-SECRETS = [
-    ("openai_key", "token sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789 end"),
-    ("openai_key", "sk-abcdefghijklmnopqrstuvwxyzABCD"),
-    ("anthropic_key", "ANTHROPIC=sk-ant-api03-abcdefghijklmnopqrstuvwxyz-012345"),
-    ("aws_access_key", "id AKIAIOSFODNN7EXAMPLE in config"),
-    ("aws_secret_key", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
-    ("github_token", "ghp_" + "a1B2" * 9),
-    ("github_token", "github_pat_" + "x" * 22 + "_" + "y" * 59),
-    ("slack_token", "xoxb-123456789012-123456789012-abcdefghijklmnop"),
-    ("slack_webhook", "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX"),
-    ("jwt", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"),
+# Sample credentials: published documentation examples or random strings, none of them live.
+POSITIVES = [
+    ("aws_access_key", "deploy with AKIAIOSFODNN7EXAMPLE today", "AKIAIOSFODNN7EXAMPLE"),
+    ("aws_access_key", "session ASIAY34FZKBOKMUTVV7A expired", "ASIAY34FZKBOKMUTVV7A"),
     (
-        "private_key",
-        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----",
+        "openai_api_key",
+        "OPENAI key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z here",
+        "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
+    ),
+    (
+        "openai_api_key",
+        "legacy sk-4fGh7JkL0mNq3RsT6vWx9YzA2bCd5EfG8hIj1KlM",
+        "sk-4fGh7JkL0mNq3RsT6vWx9YzA2bCd5EfG8hIj1KlM",
+    ),
+    (
+        "anthropic_api_key",
+        "claude: sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0Ed-AAAA",
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0Ed-AAAA",
+    ),
+    (
+        "github_token",
+        "push with ghp_16C7e42F292c6912E7710c838347Ae178B4a now",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+    ),
+    (
+        "github_token",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    ),
+    ("slack_token", "bot xoxb-123456789012-1234567890123-AbCdEf", "xoxb-123456789012"),
+    (
+        "slack_webhook",
+        "post to https://hooks.slack.com/services/T000/B000/XXXXXXXX please",
+        "hooks.slack.com/services/T000",
+    ),
+    (
+        "jwt",
+        "auth eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c ok",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
     ),
     (
         "private_key",
-        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----",
+        "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1c7\nq0s=\n"
+        "-----END RSA PRIVATE KEY-----\nthanks",
+        "MIIEowIBAAKCAQEA1c7",
     ),
-    ("url_password", "postgres://admin:hunter2@db.internal:5432/app"),
-    ("password", "password=correct-horse-battery"),
-    ("password", 'config: {"api_key": "abcd1234efgh"}'),
-    ("password", "export CLIENT_SECRET: s3cr3tvalue"),
+    (
+        "private_key",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA (truncated paste)",
+        "b3BlbnNzaC1rZXktdjEAAAA",
+    ),
+    (
+        "stripe_key",
+        "charge with sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    ),
+    (
+        "google_api_key",
+        "maps AIzaSyA-1234567890abcdefghijklmnopqrstu works",
+        "AIzaSyA-1234567890abcdefghijklmnopqrstu",
+    ),
+    (
+        "bearer_token",
+        "Authorization: Bearer 8f14e45fceea167a5a36dedd4bea2543",
+        "8f14e45fceea167a5a36dedd4bea2543",
+    ),
+    (
+        "url_password",
+        "DATABASE_URL=postgres://app:Tr0ub4dor&3@db.internal:5432/prod",
+        "Tr0ub4dor&3",
+    ),
+    ("url_password", "clone https://bob:s3cret@git.example.com/repo.git", "s3cret"),
+    ("password", "login with password=hunter2 tomorrow", "hunter2"),
+    ("password", "DB_PASSWORD: 'correct horse battery staple'", "correct horse"),
+    ("password", 'config {"password": "Pa55word!"}', "Pa55word!"),
+    ("password", "password: hunter22", "hunter22"),
+    ("api_key", "export WEATHER_API_KEY=0123abcd", "0123abcd"),
+    ("api_key", "apikey = 'abc'", "abc'"),
+    ("secret", "client_secret=9d8c7b6a5f4e", "9d8c7b6a5f4e"),
+    ("secret", "access_token: ya29.A0ARrdaM-xyz", "ya29.A0ARrdaM-xyz"),
 ]
 
-CLEAN = [
-    "The desk hedged 60% of EUR receivables; EUR/USD fell to 1.06.",
-    "request id 123e4567-e89b-12d3-a456-426614174000",
-    "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 fixed it",
-    "sha256 223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-    "the password policy requires 12 characters",
-    "see https://example.com/docs/api-keys for how to rotate keys",
-    "skip-ahead tokens like sk-short are fine",
-    "AKIA is a prefix; AKIA123 is too short",
-    "user@example.com wrote to ops@example.org",
+NEGATIVES = [
+    "User prefers dark mode and vim keybindings.",
+    "Story MIS-4 completed with 121 tests; p95 latency 45 ms.",
+    "request id 3f2a9c1b8d7e6f5a4b3c2d1e0f9a8b7c failed twice",
+    "memory 3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c was versioned",
+    "fixed in e83c5163316f89bfbde7d9ab23ca2e25604af290 (short: e83c516)",
+    "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "we use sk-learn-model-evaluation-pipeline for scoring",
+    "task-0123456789abcdefghijklmnop is done",
+    "The password policy requires 12 characters; password: see the vault.",
+    "Reset your password in settings. api_key: required",
+    "api_key = os.environ['WEATHER_API_KEY'] and password=${DB_PASSWORD}",
+    "password=None, secret=<your-secret>, token count 4000",
+    "password_hash=abc123 is stored, not the password",
+    "ssh://git@github.com:org/repo.git and https://user@example.com/path",
+    "https://example.com:8443/a?email=someone@example.com",
+    "Bearer tokens expire after 3600 seconds",
+    "AKIA is the prefix of AWS access key ids",
+    "eyJ is how base64 JSON starts",
+    "ratio=0.5, time 12:30, x: y",
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----",
+    "ghp_short and xoxb-bot are placeholder names in the docs",
+    "café, 東京, emoji 🙂 and <|endoftext|> stay as they are",
 ]
 
 
-@pytest.mark.parametrize("kind,text", SECRETS)
-def test_secrets_are_replaced_by_a_typed_marker(kind, text):
+@pytest.mark.parametrize(("kind", "text", "secret"), POSITIVES)
+def test_secrets_are_replaced_by_a_typed_marker(kind, text, secret):
     result = redact(text)
+    assert secret not in result.text
     assert f"[REDACTED:{kind}]" in result.text
     assert result.count >= 1 and kind in result.types
+    assert kind in REDACTION_TYPES
 
 
-@pytest.mark.parametrize("text", CLEAN)
-def test_ordinary_text_survives_untouched(text):
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_ordinary_text_ids_and_hashes_survive(text):
     result = redact(text)
-    assert result.text == text and result.count == 0
+    assert (result.text, result.count, result.types) == (text, 0, ())
 
 
-def test_redaction_is_idempotent():
-    once = redact(SECRETS[0][1]).text
-    assert redact(once).text == once and redact(once).count == 0
+def test_context_around_a_secret_is_kept():
+    assert redact("postgres://app:pw1234@db:5432/x").text == (
+        "postgres://app:[REDACTED:url_password]@db:5432/x"
+    )
+    assert redact("password='hunter2', user=bob").text == (
+        "password='[REDACTED:password]', user=bob"
+    )
+    assert redact("Authorization: Bearer 8f14e45fceea167a5a36").text == (
+        "Authorization: Bearer [REDACTED:bearer_token]"
+    )
 
 
-def test_values_are_walked_and_metadata_reports_counts():
-    value = {"content": "key AKIAIOSFODNN7EXAMPLE", "notes": ["password=abcdef12", 3, None]}
-    clean, metadata = redact_value(value)
-    assert clean == {
+def test_counts_every_secret_and_lists_each_type_once():
+    result = redact("AKIAIOSFODNN7EXAMPLE then AKIAI44QH8DHBEXAMPLE and password=x1")
+    assert result.count == 3 and result.types == ("aws_access_key", "password")
+
+
+def test_redacting_twice_changes_nothing_more():
+    once = redact(POSITIVES[0][1] + " " + POSITIVES[17][1])
+    twice = redact(once.text)
+    assert twice.text == once.text and twice.count == 0
+
+
+@given(st.text(max_size=300))
+def test_redaction_never_fails_and_is_idempotent(text):
+    once = redact(text)
+    assert redact(once.text).text == once.text
+    assert (once.count > 0) == (once.text != text)
+    assert once.count >= len(once.types)
+
+
+def test_json_values_are_walked_and_secret_named_keys_redacted_whole():
+    result = redact_json(
+        {
+            "content": "key AKIAIOSFODNN7EXAMPLE",
+            "password": "plain words",
+            "DB_Password": "hunter2",
+            "api_key": "",
+            "nested": [{"client_secret": "abc"}, "fine", 3, None, True],
+            "tokens": 4000,
+        }
+    )
+    assert result.value == {
         "content": "key [REDACTED:aws_access_key]",
-        "notes": ["password=[REDACTED:password]", 3, None],
+        "password": "[REDACTED:password]",
+        "DB_Password": "[REDACTED:password]",
+        "api_key": "",
+        "nested": [{"client_secret": "[REDACTED:secret]"}, "fine", 3, None, True],
+        "tokens": 4000,
     }
-    assert metadata == {"_redaction_count": 2, "_redaction_types": ["aws_access_key", "password"]}
-    assert redact_value("plain") == ("plain", {})
+    assert result.count == 4
+    assert result.types == ("aws_access_key", "password", "secret")
+
+
+def test_redaction_metadata_adds_to_what_was_recorded():
+    assert redaction_metadata(0, [], {"a": 1}) == {"a": 1}
+    merged = redaction_metadata(
+        2, ["jwt"], {"_redaction_count": 1, "_redaction_types": ["password"]}
+    )
+    assert merged == {"_redaction_count": 3, "_redaction_types": ["jwt", "password"]}
+
+
+def test_redact_item_is_the_one_call_for_a_store_write():
+    value, metadata = redact_item(
+        {"content": "use ghp_16C7e42F292c6912E7710c838347Ae178B4a"},
+        {"note": "password=hunter2", "tier": "hot", "tags": ["ops"]},
+    )
+    assert value == {"content": "use [REDACTED:github_token]"}
+    assert metadata == {
+        "note": "password=[REDACTED:password]",
+        "tier": "hot",
+        "tags": ["ops"],
+        "_redaction_count": 2,
+        "_redaction_types": ["github_token", "password"],
+    }
+    assert redact_item("nothing secret", None) == ("nothing secret", None)
+    assert redact_item("AKIAIOSFODNN7EXAMPLE", None)[1] == {
+        "_redaction_count": 1,
+        "_redaction_types": ["aws_access_key"],
+    }

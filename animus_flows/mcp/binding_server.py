@@ -33,7 +33,7 @@ from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.mcp_config import AUDIT_ENV, binding_server_name
 from animus_flows.plugins import PluginRegistry
 from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json
-from animus_flows.redaction import redact_text, redact_value
+from animus_flows.redaction import redact, redact_item
 from animus_flows.runtime_paths import runtime_root
 
 TOOL_QUERY = "animus.binding.query"
@@ -232,25 +232,22 @@ class BindingService:
         ttl_seconds: int | None = None,
     ) -> PutAnswer:
         """Store `value` under `key`, secrets redacted; refused unless the binding writes."""
-        clean, found = redact_value(value)
-        meta, meta_found = redact_value(
-            {k: v for k, v in (metadata or {}).items() if k not in REDACTION_KEYS}
-        )
+        # the agent cannot vouch for its own redaction: the counts it sends are dropped
+        supplied = {k: v for k, v in (metadata or {}).items() if k not in REDACTION_KEYS}
+        clean, meta = redact_item(value, supplied)
+        meta = meta or {}
+        count = meta.get("_redaction_count", 0)
         op = _Op(self, "put", bytes_in=len(canonical_json(clean).encode()))
         if not self.binding.write:
             op.done(0, None, ["binding has write: false"], status="denied")
             raise WriteDenied(
                 f"binding {self.binding.binding!r} is read-only (write: false); nothing was stored"
             )
-        count = found.get("_redaction_count", 0) + meta_found.get("_redaction_count", 0)
         meta |= {"source": "mcp", "provenance": "agent"}
         if self.context.agent_id:
             meta["agent"] = self.context.agent_id
         if self.binding.memory_types and "memory_type" not in meta:
             meta["memory_type"] = self.binding.memory_types[0]  # findable through this binding
-        if count:
-            kinds = {*found.get("_redaction_types", ()), *meta_found.get("_redaction_types", ())}
-            meta |= {"_redaction_count": count, "_redaction_types": sorted(kinds)}
         item = await op.run(
             self.store.put(self.scope, key, clean, metadata=meta, ttl_seconds=ttl_seconds)
         )
@@ -283,11 +280,11 @@ class _Op:
             ) from None
         except AnimusError as exc:
             self.done(0, None, [str(exc)], "error")
-            raise StoreError(redact_text(str(exc))) from None
+            raise StoreError(redact(str(exc)).text) from None
         except Exception as exc:  # a broken plugin: tell the agent, keep serving
             self.done(0, None, [f"{type(exc).__name__}: {exc}"], "error")
             raise StoreError(
-                redact_text(f"{self.service.binding.plugin!r} failed: {type(exc).__name__}: {exc}")
+                redact(f"{self.service.binding.plugin!r} failed: {type(exc).__name__}: {exc}").text
             ) from None
 
     def done(self, result_count: int, answer: Any, notes: list[str], status: str = "ok") -> None:
@@ -346,7 +343,7 @@ async def _answer(call: Callable[[], Awaitable[T]]) -> T:
     try:
         return await call()
     except AnimusError as exc:
-        raise ToolError(redact_text(str(exc))) from None
+        raise ToolError(redact(str(exc)).text) from None
 
 
 def build_binding_server(service: BindingService, tool_names: str = "dotted") -> MCPServer:

@@ -46,9 +46,9 @@ from animus_flows.memory.records import (
     stored_time,
     to_store,
 )
-from animus_flows.memory.redaction import redact, redact_json, redaction_metadata
 from animus_flows.memory.tiers import TierPolicy, after_access, reviewed, shifted
 from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
+from animus_flows.redaction import redact, redact_json, redaction_metadata
 from animus_flows.stores.base import SyncStore, check_scope
 from animus_flows.sync import LoopRunner, blocking_method
 

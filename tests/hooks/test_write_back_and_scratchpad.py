@@ -42,9 +42,12 @@ async def test_output_is_written_only_through_write_bindings_and_redacted(tmp_pa
     assert readonly == []
     assert [hit.key for hit in journal] == ["phase-output/w/p/run-1"]
     hit = journal[0]
-    assert "sk-proj" not in hit.value["content"] and "[REDACTED:openai_key]" in hit.value["content"]
+    assert (
+        "sk-proj" not in hit.value["content"]
+        and "[REDACTED:openai_api_key]" in hit.value["content"]
+    )
     assert hit.metadata["memory_type"] == "episodic" and hit.metadata["_redaction_count"] == 1
-    assert hit.metadata["_redaction_types"] == ["openai_key"]
+    assert hit.metadata["_redaction_types"] == ["openai_api_key"]
     statuses = {e.binding: (e.op, e.status) for e in ctx.audit.events()}
     assert statuses == {"journal": ("put", "ok"), "lost": ("put", "unmatched")}
 

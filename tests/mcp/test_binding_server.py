@@ -175,10 +175,10 @@ async def test_a_writable_binding_stores_redacted_and_finds_it_again(workflow, t
     assert not hidden.is_error
     assert [hit["key"] for hit in found.structured_content["hits"]] == ["fx/api"]
     item = got.structured_content
-    assert item["value"] == {"content": "EUR/USD feed uses api_key=[REDACTED:password]"}
+    assert item["value"] == {"content": "EUR/USD feed uses api_key=[REDACTED:api_key]"}
     assert item["metadata"]["note"] == "token [REDACTED:github_token]"
     assert item["metadata"]["_redaction_count"] == 2
-    assert item["metadata"]["_redaction_types"] == ["github_token", "password"]
+    assert item["metadata"]["_redaction_types"] == ["api_key", "github_token"]
     assert item["metadata"]["source"] == "mcp" and item["metadata"]["agent"] == "analyst"
     assert item["metadata"]["memory_type"] == "semantic"  # findable through this binding
     assert private.structured_content["found"] is False

@@ -250,4 +250,4 @@ async def test_secrets_never_reach_the_scratchpad(workflow_file):
     async with scratchpad_server(workflow_file) as session:
         result = await session.call_tool("animus.memory.write", {"content": f"key {key}"})
     assert result.structured_content["redacted"] == 1
-    assert pad_of(workflow_file).read().text == "key [REDACTED:anthropic_key]"
+    assert pad_of(workflow_file).read().text == "key [REDACTED:anthropic_api_key]"
