@@ -17,8 +17,9 @@ DEFAULT_TIER = "warm"
 #: WARM items are disclosed only while less than this share of a budget is used (seed 002).
 WARM_THRESHOLD = 0.7
 
-#: A store filter that keeps only what may be egressed: PUBLIC, or no sensitivity at all.
-EGRESS_FILTER: dict[str, Any] = {"sensitivity": [None, DEFAULT_SENSITIVITY]}
+#: A store filter that keeps only what may be egressed: PUBLIC (as people spell it), or no
+#: sensitivity at all. Results are checked again with `is_egress_safe`.
+EGRESS_FILTER: dict[str, Any] = {"sensitivity": [None, "public", "PUBLIC", "Public"]}
 
 
 def sensitivity_of(metadata: Mapping[str, Any]) -> str:

@@ -10,7 +10,6 @@ survivors on `contract.memory_context`, and audit every query. Bindings with
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +19,7 @@ from animus_flows.audit import MemoryOpEvent
 from animus_flows.budget import BindingCaps, Candidate, PackResult, pack
 from animus_flows.config.models import MemoryBinding
 from animus_flows.contract import InjectedItem, MemoryContext
+from animus_flows.degrade import run_degraded
 from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, tier_of
 from animus_flows.errors import AnimusError
 from animus_flows.phase import PhaseContext
@@ -84,37 +84,31 @@ async def _fetch(
         fetch.status = "unmatched"
         fetch.notes.append(f"no store or saved memory-store block named {binding.plugin!r}")
         return fetch
-    started = time.perf_counter()
-    try:
-        async with asyncio.timeout(binding.timeout_ms / 1000):
-            if binding.query_strategy == "key":
-                key = (binding.key or "").format(**ctx.template_fields())
-                fetch.bytes_in = len(key.encode())
-                item = await store.get(scope, key)
-                fetch.hits = (
-                    [] if item is None else [QueryHit(item.key, item.value, 1.0, item.metadata)]
-                )
-            else:
-                top_k = min(binding.top_k, store.capabilities.max_query_top_k)
-                if top_k < binding.top_k:
-                    fetch.notes.append(f"top_k {binding.top_k} clamped to {top_k} (store maximum)")
-                text = ctx.contract.prompt
-                fetch.bytes_in = len(text.encode())
-                fetch.hits = await store.query(
-                    scope, text, top_k=top_k, filters=store_filters(binding)
-                )
-    except TimeoutError:
-        fetch.status = "timeout"
-        fetch.notes.append(
-            f"no answer within timeout_ms {binding.timeout_ms}; phase went on without it"
+
+    async def call() -> list[QueryHit]:
+        connect = getattr(store, "connect", None)
+        if connect is not None:  # out-of-process plugins report capabilities at handshake
+            await connect()
+        if binding.query_strategy == "key":
+            key = (binding.key or "").format(**ctx.template_fields())
+            fetch.bytes_in = len(key.encode())
+            item = await store.get(scope, key)
+            return [] if item is None else [QueryHit(item.key, item.value, 1.0, item.metadata)]
+        top_k = min(binding.top_k, store.capabilities.max_query_top_k)
+        if top_k < binding.top_k:
+            fetch.notes.append(f"top_k {binding.top_k} clamped to {top_k} (store maximum)")
+        fetch.bytes_in = len(ctx.contract.prompt.encode())
+        return await store.query(
+            scope, ctx.contract.prompt, top_k=top_k, filters=store_filters(binding)
         )
-    except AnimusError as exc:
-        fetch.status = "error"
-        fetch.notes.append(str(exc))
-    except Exception as exc:  # a broken plugin degrades its binding, never the phase
-        fetch.status = "error"
-        fetch.notes.append(f"{type(exc).__name__}: {exc}")
-    fetch.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+
+    outcome = await run_degraded(call, timeout_ms=binding.timeout_ms, fallback=[])
+    fetch.hits, fetch.status = outcome.value, outcome.status
+    fetch.latency_ms = round(outcome.duration_ms, 3)
+    if outcome.status == "timeout":
+        fetch.notes.append(f"{outcome.detail}; the phase went on without it")
+    elif outcome.status == "error":
+        fetch.notes.append(outcome.detail)
     fetch.bytes_out = len(canonical_json([hit.to_json() for hit in fetch.hits]).encode())
     return fetch
 

@@ -56,6 +56,14 @@ def command_files(contract: RuntimeContract, folder: Path) -> dict[str, Path]:
     return {"contract_path": contract_path, "mcp_config_path": mcp_path}
 
 
+def fill_placeholders(part: str, files: dict[str, Path]) -> str:
+    """`{contract_path}` and `{mcp_config_path}` replaced; any other brace is left as written
+    (a JSON argument or a prompt with braces is not a template)."""
+    for name, path in files.items():
+        part = part.replace(f"{{{name}}}", str(path))
+    return part
+
+
 async def run_command_runner(spec: CommandRunner, contract: RuntimeContract, cwd: Path) -> str:
     """Spawn the agent process; its stdout is the phase output.
 
@@ -66,7 +74,7 @@ async def run_command_runner(spec: CommandRunner, contract: RuntimeContract, cwd
     """
     with tempfile.TemporaryDirectory(prefix="animus-phase-") as folder:
         files = command_files(contract, Path(folder))
-        argv = [part.format(**{k: str(v) for k, v in files.items()}) for part in spec.command]
+        argv = [fill_placeholders(part, files) for part in spec.command]
         env = {
             **os.environ,
             **spec.env,

@@ -67,6 +67,7 @@ async def workflow(tmp_path):
                 {"tier": "hot", "sensitivity": "confidential"},
             ),
             (agent, "typo-sensitivity", "EUR/USD typo", {"sensitivity": "pubic"}),
+            (agent, "shouted-public", "EUR/USD shouted", {"sensitivity": "PUBLIC", "tier": "warm"}),
             (
                 Scope("desk", agent_id="other-agent"),
                 "other",
@@ -89,7 +90,7 @@ async def test_injects_only_public_items_hot_first_from_own_and_shared_scopes(wo
     await memory_bindings(ctx)
     items = ctx.contract.memory_context.items
     keys = [item.key for item in items]
-    assert set(keys) == {"hot-fx", "warm-rates", "untiered", "proc-hedge"}
+    assert set(keys) == {"hot-fx", "warm-rates", "untiered", "shouted-public", "proc-hedge"}
     assert keys[0] == "hot-fx"  # HOT before any WARM
     assert [i.tier for i in items] == sorted((i.tier for i in items), key=["hot", "warm"].index)
     text = ctx.contract.memory_context.text
@@ -162,7 +163,7 @@ class SlowStore(BaseStore):
 @pytest.mark.parametrize(
     "store,status,detail",
     [
-        (SlowStore(delay=30), "timeout", "no answer within timeout_ms 100"),
+        (SlowStore(delay=30), "timeout", "no answer within 100 ms; the phase went on without it"),
         (SlowStore(fail=RuntimeError("plugin exploded")), "error", "RuntimeError: plugin exploded"),
     ],
 )

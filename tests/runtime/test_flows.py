@@ -262,3 +262,17 @@ def test_unimportable_runners_and_hooks_fail_at_load(tmp_path, workflow, old, ne
 def test_an_unknown_workflow_name_is_a_config_error(workflow):
     with pytest.raises(ConfigError, match="no workflow 'nope'.*defines research"):
         workflow_flow(workflow, "nope")
+
+
+async def test_command_arguments_with_braces_are_passed_as_written(tmp_path, workflow):
+    script = tmp_path / "echo_args.py"
+    script.write_text("import sys\nprint(sys.argv[1])\n")
+    wf = _with(
+        tmp_path,
+        "  analyst:\n",
+        f"  analyst:\n    runner: {{command: [{sys.executable!r}, {str(script)!r}, "
+        '\'{"mode": "json", "path": "{contract_path}"}\']}\n',
+    )
+    summary = await workflow_flow(wf, "research")(task_id="T")
+    output = json.loads(summary["phases"][0]["output"])
+    assert output["mode"] == "json" and output["path"].endswith("contract.json")
