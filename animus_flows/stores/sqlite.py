@@ -7,8 +7,9 @@ an id can leak items across scopes (the id is a number; the terms come from our 
 `stores.text`, indexed with FTS5's `ascii` tokenizer, which cannot split them). Items also
 own a contiguous row-id range per scope (`scope_id << 32 | n`) for fast counts and deletes.
 Terms found in more than half of a scope's items carry no signal there and are left out of
-the match (stopwords, learned per scope), and the rarest terms go first so a query scores a
-bounded number of candidates however large the scope. WAL and a busy timeout let several
+the ranking (stopwords, learned per scope), and only the rarest terms are ranked, so a query
+scores a bounded number of candidates however large the scope; common terms only fill up a
+short result with their newest matches. WAL and a busy timeout let several
 processes write.
 """
 
@@ -47,7 +48,9 @@ T = TypeVar("T")
 SCHEMA_VERSION = 2
 MAX_QUERY_TOP_K = 1000
 MAX_QUERY_TERMS = 32
-MAX_CANDIDATES = 1000  # items a query may score; see choose_terms
+MAX_CANDIDATES = 300  # items a query may score; see choose_terms
+CACHE_KIB = 65536  # page cache per connection; the default 2 MiB rereads hot index pages
+MMAP_BYTES = 1 << 30  # read through the OS page cache without copying
 SCOPE_BITS = 32
 
 _SCHEMA = """
@@ -115,18 +118,18 @@ def match_expression(scoped: list[str]) -> str:
 
 
 def choose_terms(present: list[str], frequency: dict[str, int], scope_size: int) -> list[str]:
-    """The query terms worth matching, rarest first.
+    """The query terms to rank by BM25: the rarest ones, within `MAX_CANDIDATES` items.
 
-    Terms in more than half of the scope's items carry no signal there (BM25's IDF is zero or
-    below) and are dropped. Then terms join rarest first while the items they match stay
-    within `MAX_CANDIDATES`, so ranking never has to score most of a large scope: the items a
-    query's rare terms find are the ones BM25 ranks first anyway. At least one term is kept.
+    `present` is ordered rarest first. Terms in more than half of the scope's items carry no
+    signal there (BM25's IDF is zero or below) and never rank. Rare terms join while the items
+    they match stay within `MAX_CANDIDATES`, so ranking never scores most of a large scope; the
+    items a query's rare terms find are the ones BM25 ranks first anyway. Empty when even the
+    rarest term is too common: the caller then takes the newest matches instead.
     """
-    selective = [term for term in present if frequency[term] * 2 <= scope_size] or present
     chosen: list[str] = []
     candidates = 0
-    for term in selective:
-        if chosen and candidates + frequency[term] > MAX_CANDIDATES:
+    for term in present:
+        if frequency[term] * 2 > scope_size or candidates + frequency[term] > MAX_CANDIDATES:
             break
         chosen.append(term)
         candidates += frequency[term]
@@ -291,6 +294,8 @@ class SQLiteStore(BaseStore):
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
@@ -418,8 +423,9 @@ class SQLiteStore(BaseStore):
         prefix = f"{scope_id}x"
         conn.executemany(
             "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
+            # "a b" -> "7xa 7xb" in C: no Python loop over the terms
             [
-                (ids[key], " ".join(prefix + t for t in text.split()))
+                (ids[key], prefix + text.replace(" ", " " + prefix) if text else "")
                 for key, (_, _, text) in rows.items()
             ],
         )
@@ -428,18 +434,25 @@ class SQLiteStore(BaseStore):
         } | dict.fromkeys(fresh, now)
 
     @staticmethod
-    def _row(value: JSON, metadata: dict[str, JSON]) -> tuple[str, str, str]:
+    def _row(value: JSON, metadata: object) -> tuple[str, str, str]:
         """(value JSON, metadata JSON, the value's terms); terms get their scope prefix later.
 
-        Encoding is the JSON check: a value that does not encode is refused here.
+        Encoding is the JSON check: what does not encode is refused here, and nothing is
+        encoded twice.
         """
-        try:
-            encoded = canonical_json(value)
-        except (TypeError, ValueError) as exc:
-            raise InvalidRequest(
-                f"value is not JSON-serializable ({exc}); pass JSON data"
-            ) from None
-        return encoded, canonical_json(metadata), " ".join(terms(indexed_text(value)))
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
+            raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
+        encoded = []
+        for name, data in (("value", value), ("metadata", metadata)):
+            try:
+                encoded.append(canonical_json(data))
+            except (TypeError, ValueError) as exc:
+                raise InvalidRequest(
+                    f"{name} is not JSON-serializable ({exc}); pass JSON data"
+                ) from None
+        return encoded[0], encoded[1], " ".join(terms(indexed_text(value)))
 
     async def _put(
         self,
@@ -471,7 +484,7 @@ class SQLiteStore(BaseStore):
             check_scope(scope)
             check_key(key)
             # a later entry for the same key wins, as with successive puts
-            by_scope.setdefault(scope, {})[key] = self._row(value, self._check_metadata(metadata))
+            by_scope.setdefault(scope, {})[key] = self._row(value, metadata)
         now = utcnow().timestamp()
 
         def put_all(conn: sqlite3.Connection) -> int:
@@ -518,18 +531,28 @@ class SQLiteStore(BaseStore):
         where, params = filter_clause(filters)
         words = query_terms(text, MAX_QUERY_TERMS)
 
-        def ranked(conn: sqlite3.Connection, scoped: list[str], now: float) -> list[Any]:
+        def matches(
+            conn: sqlite3.Connection, terms: list[str], order: str, limit: int, now: float
+        ) -> list[Any]:
             return conn.execute(
                 "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
                 " JOIN items i ON i.id = f.rowid"
-                f" WHERE items_fts MATCH ? AND {_LIVE}{where} ORDER BY f.rank LIMIT ?",
-                (match_expression(scoped), now, *params, top_k),
+                f" WHERE items_fts MATCH ? AND {_LIVE}{where} ORDER BY {order} LIMIT ?",
+                (match_expression(terms), now, *params, limit),
             ).fetchall()
 
         def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            scope_id = self._scope_id(conn, scope, create=False)
-            if scope_id is None:
+            ids = (scope.project_id, scope.agent_id or "", scope.task_id or "")
+            row = conn.execute(
+                "SELECT id, next_item FROM scopes"
+                " WHERE project_id = ? AND agent_id = ? AND task_id = ?",
+                ids,
+            ).fetchone()
+            if row is None:
                 return []
+            # next_item counts the ids the scope ever handed out: its size, give or take the
+            # expired items not yet purged, which is all the stopword threshold needs
+            scope_id, size = row
             now = utcnow().timestamp()
             if not text.strip():
                 return conn.execute(
@@ -545,10 +568,15 @@ class SQLiteStore(BaseStore):
             present = sorted((t for t in scoped if frequency.get(t)), key=frequency.__getitem__)
             if not present:
                 return []
-            chosen = choose_terms(present, frequency, self._count(conn, scope_id, live_only=False))
-            rows = ranked(conn, chosen, now)
-            if len(rows) < top_k and len(chosen) < len(present):
-                rows = ranked(conn, present, now)  # too few: let the common terms fill in
+            chosen = choose_terms(present, frequency, size)
+            rows = matches(conn, chosen, "f.rank", top_k, now) if chosen else []
+            rest = present[len(chosen) :]
+            if len(rows) < top_k and rest:
+                # Too few from the rare terms: fill with the newest items matching the common
+                # ones (ranking all of them would score most of the scope for little signal).
+                seen = {row[0] for row in rows}
+                newest = matches(conn, rest, "f.rowid DESC", 2 * top_k, now)
+                rows += [row for row in newest if row[0] not in seen][: top_k - len(rows)]
             return rows
 
         rows = await self._run(query)
@@ -588,11 +616,10 @@ class SQLiteStore(BaseStore):
         return ScopePage(scopes, next_cursor)
 
     @staticmethod
-    def _count(conn: sqlite3.Connection, scope_id: int, *, live_only: bool = True) -> int:
-        live = f" AND {_LIVE}" if live_only else ""
+    def _count(conn: sqlite3.Connection, scope_id: int) -> int:
         return conn.execute(
-            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ?{live}",
-            (*id_range(scope_id), *([utcnow().timestamp()] if live_only else [])),
+            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ? AND {_LIVE}",
+            (*id_range(scope_id), utcnow().timestamp()),
         ).fetchone()[0]
 
     async def _delete_scope(self, scope: Scope) -> int:

@@ -16,7 +16,19 @@ from functools import cache
 MAX_TERM_LENGTH = 64
 _WORD = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}")
 _CACHE_LIMIT = 200_000
-_folded: dict[str, str] = {}
+
+
+class _PluralCache(dict[str, str]):
+    """word -> folded word, computed on first sight; lookups of known words stay in C."""
+
+    def __missing__(self, word: str) -> str:
+        folded = fold_plural(word)
+        if len(self) < _CACHE_LIMIT:
+            self[word] = folded
+        return folded
+
+
+_folded = _PluralCache()
 _COMBINING_RANGES = [
     (0x0300, 0x036F),
     (0x1AB0, 0x1AFF),
@@ -45,20 +57,12 @@ def fold_plural(word: str) -> str:
     return word
 
 
-def _fold_new(word: str) -> str:
-    folded = fold_plural(word)
-    if len(_folded) < _CACHE_LIMIT:
-        _folded[word] = folded
-    return folded
-
-
 def terms(text: str) -> list[str]:
     """Every term of `text`, in order, repeats kept (term frequency matters to ranking)."""
     text = text.casefold()
     if not text.isascii():
         text = unicodedata.normalize("NFKD", text).translate(_strip_marks())
-    cached = _folded.get
-    return [cached(word) or _fold_new(word) for word in _WORD.findall(text)]
+    return list(map(_folded.__getitem__, _WORD.findall(text)))
 
 
 def query_terms(text: str, limit: int = 32) -> list[str]:

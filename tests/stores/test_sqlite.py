@@ -12,6 +12,7 @@ from animus_flows.errors import InvalidRequest, StoreUnavailable
 from animus_flows.protocol import Scope, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.sqlite import (
+    MAX_CANDIDATES,
     SCHEMA_VERSION,
     bm25_score,
     choose_terms,
@@ -232,11 +233,22 @@ def test_several_processes_can_write_at_once(tmp_path):
             assert store.count(Scope("p", agent_id=str(n))) == 200
 
 
-def test_term_choice_drops_scope_stopwords_and_bounds_candidates():
-    frequency = {"rare": 3, "mid": 400, "big": 900, "common": 5000}
+def test_term_choice_ranks_only_rare_terms_within_the_candidate_bound():
+    cap = MAX_CANDIDATES
+    frequency = {"rare": 40, "mid": cap // 2, "big": cap + 1, "common": 5 * cap}
     present = sorted(frequency, key=frequency.__getitem__)
-    assert choose_terms(present, frequency, scope_size=8000) == ["rare", "mid"]
-    assert choose_terms(["common"], frequency, scope_size=8000) == ["common"]
-    # all stopwords: match the rarest rather than nothing
-    assert choose_terms(["common", "big"], {"common": 9000, "big": 9000}, 10000) == ["common"]
-    assert choose_terms(["big"], {"big": 5000}, 100000) == ["big"]  # at least one term
+    assert choose_terms(present, frequency, scope_size=20 * cap) == ["rare", "mid"]
+    # terms in more than half of the scope are stopwords there
+    assert choose_terms(present, frequency, scope_size=cap // 2) == ["rare"]
+    # nothing rare enough: the caller fills with the newest matches instead
+    assert choose_terms(["big", "common"], frequency, scope_size=20 * cap) == []
+
+
+def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
+    scope = Scope("p")
+    store.put(scope, "rare", "zebra and the common word")
+    for n in range(30):
+        store.put(scope, f"old-{n}", f"common word filler {n}")
+    hits = store.query(scope, "zebra common", top_k=3)
+    assert [hit.key for hit in hits] == ["rare", "old-29", "old-28"]
+    assert all(0 <= hit.score <= 1 for hit in hits)
