@@ -647,6 +647,20 @@ class SQLiteStore(BaseStore):
 
         return await self._run(count)
 
+    async def optimize(self) -> None:
+        """Merge the full-text index into one segment and refresh the planner's statistics.
+
+        Worth running after a bulk load (a few seconds per million items): queries then read one
+        segment instead of several. Safe at any time; other processes keep reading meanwhile.
+        """
+
+        def optimize(conn: sqlite3.Connection) -> None:
+            with _transaction(conn):
+                conn.execute("INSERT INTO items_fts (items_fts) VALUES ('optimize')")
+            conn.execute("PRAGMA optimize")
+
+        await self._run(optimize)
+
     async def purge_expired(self) -> int:
         """Delete expired items for good; queries skip them either way."""
 

@@ -252,3 +252,25 @@ def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
     hits = store.query(scope, "zebra common", top_k=3)
     assert [hit.key for hit in hits] == ["rare", "old-29", "old-28"]
     assert all(0 <= hit.score <= 1 for hit in hits)
+
+
+def test_optimize_keeps_every_item_findable(tmp_path):
+    import asyncio
+
+    async def run():
+        sqlite = SQLiteStore(tmp_path / "m.db")
+        for batch in range(5):
+            await sqlite.put_many(
+                [
+                    (Scope("p"), f"k{batch}-{n}", f"walrus batch {batch} item {n}", None)
+                    for n in range(50)
+                ]
+            )
+        before = {hit.key for hit in await sqlite.query(Scope("p"), "walrus", top_k=1000)}
+        await sqlite.optimize()
+        after = {hit.key for hit in await sqlite.query(Scope("p"), "walrus", top_k=1000)}
+        await sqlite.aclose()
+        return before, after
+
+    before, after = asyncio.run(run())
+    assert len(before) == 250 and after == before
