@@ -11,8 +11,9 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -51,14 +52,22 @@ class MemoryOpEvent:
         return None if scope is None else scope.to_json()
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The event as a JSON object (a fresh copy each call)."""
+        return {name: getattr(self, name) for name in _FIELDS} | {
+            "scope": None if self.scope is None else dict(self.scope)
+        }
 
+    @cached_property
     def log_line(self) -> str:
+        """One line of JSON, keys sorted: what logs and the JSONL file hold."""
         return json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True)
 
 
+_FIELDS = tuple(f.name for f in fields(MemoryOpEvent))
+
+
 class AuditSink(Protocol):
-    """Somewhere audit events go; `flush` runs at the end of a phase and of the run."""
+    """Somewhere audit events go."""
 
     def record(self, event: MemoryOpEvent) -> None: ...
 
@@ -96,7 +105,7 @@ class JsonlSink:
         self._lock = threading.Lock()
 
     def record(self, event: MemoryOpEvent) -> None:
-        line = event.log_line() + "\n"
+        line = event.log_line + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as handle:
@@ -111,4 +120,4 @@ class LoggerSink:
 
     def record(self, event: MemoryOpEvent) -> None:
         level = logging.INFO if event.status in ("ok", "unmatched") else logging.WARNING
-        self.log.log(level, "memory_op %s", event.log_line())
+        self.log.log(level, "memory_op %s", event.log_line)

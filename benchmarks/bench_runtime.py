@@ -153,11 +153,10 @@ def orchestration(workflow_path: Path, phases: int) -> dict[str, list[float]]:
     from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
     from prefect.cache_policies import NONE
 
-    from animus_flows.audit import LoggerSink
     from animus_flows.config.loader import load_workflow
     from animus_flows.runtime.engine import RunState, compile_workflow, finish_run
-    from animus_flows.runtime.flows import _phase_task
-    from animus_flows.runtime.sinks import ArtifactWriter, PrefectEventSink
+    from animus_flows.runtime.flows import _phase_task, prefect_sinks
+    from animus_flows.runtime.sinks import ArtifactWriter
 
     compiled = compile_workflow(load_workflow(workflow_path), "w")
     times: dict[str, list[float]] = {"bare": [], "animus": [], "sync_artifacts": [], "drain": []}
@@ -182,7 +181,7 @@ def orchestration(workflow_path: Path, phases: int) -> dict[str, list[float]]:
             compiled,
             "T1",
             None,
-            [LoggerSink(get_run_logger()), PrefectEventSink(None, "w")],
+            prefect_sinks(get_run_logger(), None, "w"),
             artifacts,
         )
         for phase in compiled.phases:

@@ -23,7 +23,7 @@ from animus_flows.runtime.engine import (
     resolve_source,
     run_phase,
 )
-from animus_flows.runtime.sinks import ArtifactWriter, PrefectEventSink
+from animus_flows.runtime.sinks import ArtifactWriter, Deferred, PrefectEventSink
 
 logger = logging.getLogger("animus_flows.runtime")
 
@@ -43,6 +43,11 @@ def _phase_task(state: RunState, phase: PhaseConfig) -> Any:
     )
 
 
+def prefect_sinks(log: Any, flow_run_id: str | None, workflow: str) -> list[Deferred]:
+    """The flow run's log and its event stream, each fed off the phase's critical path."""
+    return [Deferred(LoggerSink(log)), Deferred(PrefectEventSink(flow_run_id, workflow))]
+
+
 async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, Any]:
     """Run every phase of `compiled` inside the current flow run; returns the run summary."""
     context = FlowRunContext.get()
@@ -51,8 +56,13 @@ async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, 
     for warning in workflow_warnings(compiled.workflow):
         log.warning("%s", warning)
     artifacts = ArtifactWriter()
-    sinks = [LoggerSink(log), PrefectEventSink(flow_run_id, compiled.name)]
-    state = RunState.start(compiled, task_id or None, flow_run_id, sinks, artifacts)
+    state = RunState.start(
+        compiled,
+        task_id or None,
+        flow_run_id,
+        prefect_sinks(log, flow_run_id, compiled.name),
+        artifacts,
+    )
     try:
         for phase in compiled.phases:
             await _phase_task(state, phase)()

@@ -1,18 +1,22 @@
 """Prefect audit sinks: events on the event bus, artifacts written off the critical path.
 
-`emit_event` only queues (Prefect's events worker sends in the background). Artifact calls
-each take a round trip to the API, so `ArtifactWriter` starts them as background tasks,
-batched per phase and concurrent with the next phase, and the flow awaits them before it ends.
+Handing a log line or an event to Prefect costs about a millisecond of CPU (models are built
+and validated), so `Deferred` runs those hand-offs from the event loop's idle moments (while a
+phase waits on a store or the API) instead of inline. Artifact calls each take a round trip to
+the API, so `ArtifactWriter` starts them as background tasks, batched per phase and concurrent
+with the next phase. The flow drains both before it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from animus_flows.audit import MemoryOpEvent
+from animus_flows.audit import AuditSink, MemoryOpEvent
 
 logger = logging.getLogger("animus_flows.runtime")
 
@@ -44,6 +48,8 @@ class PrefectEventSink:
                 }
             )
         emit_event(
+            # event ids only need to be unique; uuid4 reads os.urandom, slow on some VMs
+            id=uuid.UUID(int=random.getrandbits(128), version=4),
             event=EVENT_NAME,
             resource={
                 "prefect.resource.id": f"animus.binding.{binding}",
@@ -55,6 +61,27 @@ class PrefectEventSink:
             related=related,
             payload=event.to_json(),
         )
+
+
+class Deferred:
+    """Runs another sink's `record` from the event loop's next idle moment, not inline."""
+
+    def __init__(self, sink: AuditSink) -> None:
+        self.sink = sink
+
+    def record(self, event: MemoryOpEvent) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a sync caller): nothing to defer to
+            self.sink.record(event)
+            return
+        loop.call_soon(self._record, event)
+
+    def _record(self, event: MemoryOpEvent) -> None:
+        try:
+            self.sink.record(event)
+        except Exception:  # auditing must never fail the run it describes
+            logger.exception("audit sink %s failed", type(self.sink).__name__)
 
 
 class ArtifactWriter:
