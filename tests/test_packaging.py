@@ -1,5 +1,6 @@
 """`blocks/` and `hooks/` ship as `animus_flows.blocks` and `animus_flows.hooks`."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -34,6 +35,12 @@ def test_nothing_is_importable_as_top_level_blocks_or_hooks():
 
 @pytest.mark.slow
 def test_the_wheel_ships_and_imports_both_subpackages(tmp_path):
+    # build from a copy: setuptools leaves build/ behind, and a stale one would ship old files
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "build", "dist", "*.egg-info", ".animus", "__pycache__", ".*_cache"
+    )
+    shutil.copytree(ROOT, source, ignore=ignore)
     subprocess.run(
         [
             sys.executable,
@@ -45,7 +52,7 @@ def test_the_wheel_ships_and_imports_both_subpackages(tmp_path):
             "-q",
             "-w",
             str(tmp_path),
-            str(ROOT),
+            str(source),
         ],
         check=True,
         capture_output=True,
