@@ -1,0 +1,78 @@
+"""A flow whose bindings point at a hanging and at a crashing plugin process still finishes:
+each faulty binding costs at most its timeout_ms per phase and is audited, the others inject."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import write_workflow
+
+from animus_flows import workflow_flow
+from animus_flows.protocol import Scope
+from animus_flows.stores import SQLiteStore
+
+FAULTY = Path(__file__).resolve().parents[1] / "stores" / "faulty_plugin.py"
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def plugin_processes() -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(FAULTY) in text:
+            found.append(text)
+    return found
+
+
+async def test_hanging_and_crashing_plugins_degrade_their_bindings_only(tmp_path):
+    workflow = write_workflow(
+        tmp_path,
+        f"""
+        version: 1
+        project: desk
+        audit: {{path: audit.jsonl}}
+        stores:
+          local: {{type: sqlite, path: memory.db}}
+          hung: {{type: jsonrpc, command: [{sys.executable!r}, {str(FAULTY)!r}, hang-query]}}
+          broken: {{type: jsonrpc, command: [{sys.executable!r}, {str(FAULTY)!r}, exit-early]}}
+        agents:
+          analyst:
+            memory_bindings:
+              - {{plugin: local, binding: market, scope: {{kind: agent}}}}
+              - {{plugin: hung, binding: slow-wiki, timeout_ms: 300}}
+              - {{plugin: broken, binding: dead-wiki, timeout_ms: 300}}
+        workflows:
+          research:
+            hooks: {{post_phase: []}}
+            phases:
+              - {{id: research, agent: analyst, prompt: "EUR/USD research"}}
+              - {{id: plan, agent: analyst, prompt: "EUR/USD plan"}}
+    """,
+    )
+    store = SQLiteStore(tmp_path / "memory.db")
+    await store.put(Scope("desk", agent_id="analyst"), "fx", "EUR/USD ranges 1.07-1.10")
+    await store.aclose()
+
+    started = time.perf_counter()
+    summary = await workflow_flow(workflow, "research")(task_id="T-1")
+    elapsed = time.perf_counter() - started
+
+    for phase in summary["phases"]:
+        assert [item["key"] for item in phase["memory_context"]["items"]] == ["fx"]
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    by_binding: dict[str, list[dict]] = {}
+    for event in events:
+        by_binding.setdefault(event["binding"], []).append(event)
+    assert [e["status"] for e in by_binding["market"]] == ["ok", "ok"]
+    assert [e["status"] for e in by_binding["slow-wiki"]] == ["timeout", "timeout"]
+    assert all(e["latency_ms"] < 300 + 150 for e in by_binding["slow-wiki"])
+    assert [e["status"] for e in by_binding["dead-wiki"]] == ["error", "error"]
+    assert all(e["latency_ms"] < 300 + 150 for e in by_binding["dead-wiki"])
+    assert elapsed < 20  # two phases: the faulty bindings add at most 2 x 300 ms
+    assert plugin_processes() == []  # the run reaped every plugin process it started
