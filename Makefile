@@ -37,6 +37,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_sqlite.py
 	$(BIN)/python benchmarks/bench_loader.py
 	$(BIN)/python benchmarks/bench_plugins.py
+	$(BIN)/python benchmarks/bench_runtime.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info $(EXAMPLE)/.animus .pytest_cache .ruff_cache
