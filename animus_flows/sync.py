@@ -37,8 +37,16 @@ class LoopRunner:
             return self._runner.run(coro)
 
     def close(self) -> None:
-        with self._lock:
-            self._runner.close()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            with self._lock:
+                self._runner.close()
+            return
+        raise RuntimeError(
+            "closed a sync facade inside a running event loop; close it from synchronous code "
+            "or use the async API (`await store.aclose()`) instead"
+        )
 
 
 def blocking_method(name: str, async_method: Callable[..., Any], *, await_form: str) -> Any:

@@ -106,12 +106,11 @@ async def seed(folder: Path, items: int) -> None:
 
 
 async def hook_latency(workflow_path: Path, rounds: int) -> list[float]:
-    from animus_flows.hooks import memory_bindings
-
     from animus_flows.audit import AuditTrail
     from animus_flows.budget import TokenBudget, TokenCounter
     from animus_flows.config.loader import load_workflow
     from animus_flows.contract import RuntimeContract
+    from animus_flows.hooks import memory_bindings
     from animus_flows.phase import PhaseContext
     from animus_flows.plugins import PluginRegistry
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from animus_flows.blocks._logos import JSONRPC_LOGO
-from animus_flows.blocks.base import MemoryStoreBlock
 from prefect.blocks.fields import SecretDict
 from pydantic import Field
 
+from animus_flows.blocks._logos import JSONRPC_LOGO
+from animus_flows.blocks.base import MemoryStoreBlock
 from animus_flows.stores.jsonrpc import JsonRpcStore
 
 

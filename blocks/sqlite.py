@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from animus_flows.blocks._logos import SQLITE_LOGO
-from animus_flows.blocks.base import MemoryStoreBlock
 from pydantic import Field
 
+from animus_flows.blocks._logos import SQLITE_LOGO
+from animus_flows.blocks.base import MemoryStoreBlock
 from animus_flows.stores.sqlite import SQLiteStore
 
 

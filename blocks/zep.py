@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from animus_flows.blocks._logos import ZEP_LOGO
-from animus_flows.blocks.base import MemoryStoreBlock
 from pydantic import Field, SecretStr
 
+from animus_flows.blocks._logos import ZEP_LOGO
+from animus_flows.blocks.base import MemoryStoreBlock
 from animus_flows.stores.zep import DEFAULT_BASE_URL, ZepStore
 
 

@@ -12,6 +12,8 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
+from prefect.testing.standard_test_suites import BlockStandardTestSuite
+
 from animus_flows.blocks import (
     MEMORY_STORE_CAPABILITY,
     JsonRpcMemoryStore,
@@ -20,8 +22,6 @@ from animus_flows.blocks import (
     ZepMemoryStore,
 )
 from animus_flows.blocks._logos import ASSETS_URL
-from prefect.testing.standard_test_suites import BlockStandardTestSuite
-
 from animus_flows.protocol import MemoryStore
 from animus_flows.stores.zep import ZepStore
 

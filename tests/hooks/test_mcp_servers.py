@@ -3,11 +3,11 @@
 import sys
 
 import pytest
-from animus_flows.hooks import memory_bindings, scratchpad
 from helpers import phase_context, write_workflow
 from mcp_session import mcp_session
 
 from animus_flows.config.loader import parse_workflow
+from animus_flows.hooks import memory_bindings, scratchpad
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 

@@ -4,10 +4,10 @@ import asyncio
 import time
 
 import pytest
-from animus_flows.hooks import memory_bindings
 from helpers import COUNTER, phase_context, write_workflow
 
 from animus_flows.budget import TokenBudget
+from animus_flows.hooks import memory_bindings
 from animus_flows.protocol import Capabilities, Scope
 from animus_flows.stores import BaseStore, SQLiteStore
 

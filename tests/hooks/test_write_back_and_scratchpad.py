@@ -1,9 +1,9 @@
 """write_back stores phase output only through writable bindings, redacted; scratchpad injects."""
 
 import pytest
-from animus_flows.hooks import scratchpad, write_back
 from helpers import phase_context, write_workflow
 
+from animus_flows.hooks import scratchpad, write_back
 from animus_flows.protocol import Scope
 from animus_flows.runtime_paths import runtime_root
 from animus_flows.scratchpad import Scratchpad

@@ -6,10 +6,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from animus_flows.blocks import SQLiteMemoryStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from animus_flows.blocks import SQLiteMemoryStore
 from animus_flows.budget import TokenCounter
 from animus_flows.config import parse_workflow
 from animus_flows.errors import InvalidRequest, StoreUnavailable

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from animus_flows.blocks import SQLiteMemoryStore
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
+from animus_flows.blocks import SQLiteMemoryStore
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 

@@ -274,3 +274,16 @@ def test_optimize_keeps_every_item_findable(tmp_path):
 
     before, after = asyncio.run(run())
     assert len(before) == 250 and after == before
+
+
+def test_closing_the_sync_facade_inside_an_event_loop_names_the_fix(tmp_path):
+    import asyncio
+
+    store = SyncStore(SQLiteStore(tmp_path / "m.db"))
+
+    async def inside():
+        with pytest.raises(RuntimeError, match="await store.aclose"):
+            store._loop.close()
+
+    asyncio.run(inside())
+    store.close()
