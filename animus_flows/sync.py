@@ -22,6 +22,7 @@ class LoopRunner:
     def __init__(self) -> None:
         self._runner = asyncio.Runner()
         self._lock = threading.Lock()
+        self._started = False
 
     def run(self, coro: Coroutine[Any, Any, T], *, await_form: str) -> T:
         try:
@@ -34,19 +35,23 @@ class LoopRunner:
                 f"called the sync API inside a running event loop; use `{await_form}` instead"
             )
         with self._lock:
+            self._started = True
             return self._runner.run(coro)
 
     def close(self) -> None:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            with self._lock:
-                self._runner.close()
-            return
-        raise RuntimeError(
-            "closed a sync facade inside a running event loop; close it from synchronous code "
-            "or use the async API (`await store.aclose()`) instead"
-        )
+            pass
+        else:
+            if not self._started:  # no loop of ours to close
+                return
+            raise RuntimeError(
+                "closed a sync facade inside a running event loop; close it from synchronous code "
+                "or use the async API (`await store.aclose()`) instead"
+            )
+        with self._lock:
+            self._runner.close()
 
 
 def blocking_method(name: str, async_method: Callable[..., Any], *, await_form: str) -> Any:

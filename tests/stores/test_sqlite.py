@@ -280,6 +280,7 @@ def test_closing_the_sync_facade_inside_an_event_loop_names_the_fix(tmp_path):
     import asyncio
 
     store = SyncStore(SQLiteStore(tmp_path / "m.db"))
+    store.put(Scope("p"), "k", "v")  # the facade's loop exists now
 
     async def inside():
         with pytest.raises(RuntimeError, match="await store.aclose"):
