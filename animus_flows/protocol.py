@@ -289,11 +289,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# one encoder for every call: json.dumps with options builds a new one each time
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: JSON) -> str:
     """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
 
 
 def indexed_text(value: JSON) -> str:

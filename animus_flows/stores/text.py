@@ -15,10 +15,11 @@ from functools import cache
 
 MAX_TERM_LENGTH = 64
 _WORD = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}")
-# ASCII text splits faster with str methods than with a Unicode regex: every ASCII character
-# that is not a letter or digit becomes a space.
-_ASCII_SEPARATORS = str.maketrans(
-    {chr(code): " " for code in range(128) if not chr(code).isalnum()}
+# ASCII text splits faster as bytes than with a Unicode regex: one table lookup per byte
+# lowercases letters (casefold, for ASCII) and turns every other non-alphanumeric into a space.
+_ASCII_WORDS = bytes(
+    ord(char.lower()) if char.isascii() and char.isalnum() else ord(" ")
+    for char in map(chr, range(256))
 )
 _CACHE_LIMIT = 200_000
 
@@ -64,13 +65,13 @@ def fold_plural(word: str) -> str:
 
 def terms(text: str) -> list[str]:
     """Every term of `text`, in order, repeats kept (term frequency matters to ranking)."""
-    text = text.casefold()
     if text.isascii():
-        words = text.translate(_ASCII_SEPARATORS).split()
+        words = text.encode().translate(_ASCII_WORDS).decode().split()
         if words and max(map(len, words)) > MAX_TERM_LENGTH:
             words = _WORD.findall(" ".join(words))  # cut long runs, as the regex does
     else:
-        words = _WORD.findall(unicodedata.normalize("NFKD", text).translate(_strip_marks()))
+        text = unicodedata.normalize("NFKD", text.casefold())
+        words = _WORD.findall(text.translate(_strip_marks()))
     return list(map(_folded.__getitem__, words))
 
 

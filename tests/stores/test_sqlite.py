@@ -196,6 +196,31 @@ def test_put_many_writes_in_one_transaction(tmp_path):
     assert hits == [("k0", {"i": -1})]
 
 
+def test_a_put_costs_the_same_in_a_large_scope_as_in_a_small_one(tmp_path):
+    # Finding which keys already exist probes the (scope, key) index once per key; a plan
+    # that scanned the scope per key made writes into a large scope quadratic.
+    async def instructions_per_put(items: int) -> int:
+        sqlite = SQLiteStore(tmp_path / f"{items}.db")
+        scope = Scope("p")
+        await sqlite.put_many([(scope, f"k{i}", f"value {i}", None) for i in range(items)])
+        ticks = 0
+
+        def tick() -> int:  # SQLite calls this every 10 virtual-machine instructions
+            nonlocal ticks
+            ticks += 1
+            return 0
+
+        await sqlite._run(lambda conn: conn.set_progress_handler(tick, 10))
+        await sqlite.put_many([(scope, "k1", "updated", None), (scope, "new", "fresh", None)])
+        await sqlite.aclose()
+        return ticks
+
+    import asyncio
+
+    small, large = asyncio.run(instructions_per_put(10)), asyncio.run(instructions_per_put(5000))
+    assert large < 2 * small
+
+
 def test_sync_facade_refuses_to_run_inside_an_event_loop(tmp_path):
     import asyncio
 
