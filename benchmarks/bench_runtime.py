@@ -154,7 +154,7 @@ def orchestration(workflow_path: Path, phases: int) -> dict[str, list[float]]:
 
     from animus_flows.config.loader import load_workflow
     from animus_flows.runtime.engine import RunState, compile_workflow, finish_run
-    from animus_flows.runtime.flows import _phase_task, prefect_sinks
+    from animus_flows.runtime.flows import prefect_sinks, run_phase_task
     from animus_flows.runtime.sinks import ArtifactWriter
 
     compiled = compile_workflow(load_workflow(workflow_path), "w")
@@ -183,7 +183,7 @@ def orchestration(workflow_path: Path, phases: int) -> dict[str, list[float]]:
         state = RunState.start(compiled, "T0", None, [], None)
         for phase in compiled.phases:
             started = time.perf_counter()
-            await _phase_task(state, phase)()
+            await run_phase_task(state, phase)
             times["no_audit"].append((time.perf_counter() - started) * 1000)
         await state.plugins.aclose()
 
@@ -201,7 +201,7 @@ def orchestration(workflow_path: Path, phases: int) -> dict[str, list[float]]:
         )
         for phase in compiled.phases:
             started = time.perf_counter()
-            await _phase_task(state, phase)()
+            await run_phase_task(state, phase)
             times["animus"].append((time.perf_counter() - started) * 1000)
         finish_run(state)
         started = time.perf_counter()

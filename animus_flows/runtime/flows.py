@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from prefect import Flow, flow, get_run_logger, task
+from prefect import Flow, Task, flow, get_run_logger, task
 from prefect.cache_policies import NONE
 from prefect.context import FlowRunContext
 
@@ -28,19 +29,47 @@ from animus_flows.runtime.sinks import ArtifactWriter, Deferred, PrefectEventSin
 logger = logging.getLogger("animus_flows.runtime")
 
 
-def _phase_task(state: RunState, phase: PhaseConfig) -> Any:
-    async def run() -> dict[str, Any]:
-        return (await run_phase(state, phase)).to_json()
+# The run and phase a phase task is about to execute. Tasks are built once per phase and
+# reused across runs, so they cannot close over a run's state; the flow sets this instead.
+_current_phase: ContextVar[tuple[RunState, PhaseConfig]] = ContextVar("animus_current_phase")
+_phase_tasks: dict[tuple[str, str], Task[[], None]] = {}
 
-    run.__name__ = run.__qualname__ = f"phase_{phase.id}".replace("-", "_").replace(".", "_")
-    return task(
-        run,
-        name=phase.id,
-        task_run_name=phase.id,
-        cache_policy=NONE,
-        persist_result=False,
-        description=f"Phase {phase.id} (agent {phase.agent})",
-    )
+
+def phase_task(phase: PhaseConfig) -> Task[[], None]:
+    """The Prefect task that runs phases with this id and agent; see `run_phase_task`.
+
+    Built once per process: building a Prefect task reads its function's source (several
+    milliseconds), a cost a decorated module-level task pays once at import.
+    """
+    key = (phase.id, phase.agent)
+    if key not in _phase_tasks:
+
+        async def run() -> None:
+            # The result stays on the run state (the run summary): Prefect walks a task's
+            # return value looking for futures, which costs milliseconds for a phase's context.
+            state, current = _current_phase.get()
+            await run_phase(state, current)
+
+        run.__name__ = run.__qualname__ = f"phase_{phase.id}".replace("-", "_").replace(".", "_")
+        _phase_tasks[key] = task(
+            run,
+            name=phase.id,
+            task_run_name=phase.id,
+            cache_policy=NONE,
+            persist_result=False,
+            description=f"Phase {phase.id} (agent {phase.agent})",
+        )
+    return _phase_tasks[key]
+
+
+async def run_phase_task(state: RunState, phase: PhaseConfig) -> None:
+    """Run one phase of `state`'s workflow as a Prefect task (named after the phase); its
+    result joins `state.results`."""
+    reset = _current_phase.set((state, phase))
+    try:
+        await phase_task(phase)()
+    finally:
+        _current_phase.reset(reset)
 
 
 def prefect_sinks(log: Any, flow_run_id: str | None, workflow: str) -> list[Deferred]:
@@ -65,7 +94,7 @@ async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, 
     )
     try:
         for phase in compiled.phases:
-            await _phase_task(state, phase)()
+            await run_phase_task(state, phase)
         finish_run(state)
     finally:
         await artifacts.drain()

@@ -276,3 +276,13 @@ async def test_command_arguments_with_braces_are_passed_as_written(tmp_path, wor
     summary = await workflow_flow(wf, "research")(task_id="T")
     output = json.loads(summary["phases"][0]["output"])
     assert output["mode"] == "json" and output["path"].endswith("contract.json")
+
+
+async def test_concurrent_runs_in_one_process_each_run_their_own_phases(workflow):
+    # Phase tasks are built once per process and shared; each run's state travels with it.
+    research = workflow_flow(workflow, "research")
+    first, second = await asyncio.gather(research(task_id="RUN-A"), research(task_id="RUN-B"))
+    for summary, task_id in ((first, "RUN-A"), (second, "RUN-B")):
+        assert [phase["id"] for phase in summary["phases"]] == ["research", "plan"]
+        for phase in summary["phases"]:
+            assert f"{phase['id']} for {task_id}" in str(phase["output"])
