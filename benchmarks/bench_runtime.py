@@ -1,6 +1,7 @@
 """Runtime costs: the memory_bindings hook, a phase with the full audit, and `animus run`.
 
-    .venv/bin/python benchmarks/bench_runtime.py [--items 100000] [--phases 30] [--runs 5]
+    .venv/bin/python benchmarks/bench_runtime.py [--items 100000] [--phases 30] [--alternations 4]
+        [--runs 5]
 
 1. Hook latency in-process: 3 bindings over 3 SQLite stores of `--items` items each (store a:
    50 agents' scopes, the binding reads one; store b: one project scope holding all of them, the
@@ -147,7 +148,7 @@ async def hook_latency(workflow_path: Path, rounds: int) -> list[float]:
     return samples
 
 
-def orchestration(workflow_path: Path, phases: int) -> dict[str, list[float]]:
+def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, list[float]]:
     from prefect import flow, task
     from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
     from prefect.cache_policies import NONE
@@ -214,7 +215,7 @@ def orchestration(workflow_path: Path, phases: int) -> dict[str, list[float]]:
             await acreate_markdown_artifact("# bench", key=f"bench-context-{phase.id}")
             times["sync_artifacts"].append((time.perf_counter() - started) * 1000)
 
-    for _ in range(2):  # alternate, so all see the same server warm-up
+    for _ in range(rounds):  # alternate, so all see the same server and the same noise
         asyncio.run(bare())
         asyncio.run(no_audit())
         asyncio.run(animus())
@@ -282,6 +283,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--phases", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=500)
+    parser.add_argument("--alternations", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -298,12 +300,13 @@ def main() -> None:
             f"1. memory_bindings hook, 3 bindings x {args.items:,} items, top_k 8, budget 2,000: "
             f"{fmt(samples)}"
         )
-        times = orchestration(path, args.phases)
+        times = orchestration(path, args.phases, args.alternations)
         bare, ours = statistics.median(times["bare"]), statistics.median(times["animus"])
         quiet = statistics.median(times["no_audit"])
         drain, sync = statistics.median(times["drain"]), statistics.median(times["sync_artifacts"])
         print(
-            f"2. per phase, median over {2 * args.phases}: bare Prefect task {bare:.1f} ms, "
+            f"2. per phase, median over {args.alternations * args.phases}: "
+            f"bare Prefect task {bare:.1f} ms, "
             f"animus phase with full audit {ours:.1f} ms -> {ours / bare:.2f}x "
             f"(no logs, events or artifacts: {quiet:.1f} ms -> {quiet / bare:.2f}x); "
             f"final artifact drain {drain:.0f} ms per run; two synchronous artifact calls "

@@ -3,8 +3,8 @@
 Handing a log line or an event to Prefect costs about a millisecond of CPU (models are built
 and validated), so `Deferred` runs those hand-offs from the event loop's idle moments (while a
 phase waits on a store or the API) instead of inline. Artifact calls each take a round trip to
-the API, so `ArtifactWriter` starts them as background tasks, batched per phase and concurrent
-with the next phase. The flow drains both before it ends.
+the API, so `ArtifactWriter` writes them from one background task, in order, while the next
+phases run. The flow drains both before it ends.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import asyncio
 import logging
 import random
 import uuid
-from collections.abc import Coroutine
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from animus_flows.audit import AuditSink, MemoryOpEvent
@@ -85,34 +86,49 @@ class Deferred:
 
 
 class ArtifactWriter:
-    """Creates artifacts in the background and waits for all of them on `drain`."""
+    """Writes artifacts from one background task, one request at a time, in order.
+
+    Phases queue their artifacts and go on. A single writer keeps the API calls off the
+    phases' critical path: when phases are quick, the writes fall behind and catch up on
+    `drain` instead of competing with every phase for the CPU; when phases wait on models
+    or stores, the writes fit in those waits.
+    """
 
     def __init__(self) -> None:
-        self._pending: set[asyncio.Task[Any]] = set()
+        self._queue: deque[tuple[str, Callable[[], Awaitable[Any]]]] = deque()
+        self._writer: asyncio.Task[None] | None = None
         self.failures: list[str] = []
 
     def table(self, key: str, rows: list[dict[str, Any]], description: str) -> None:
         from prefect.artifacts import acreate_table_artifact
 
-        self._start(key, acreate_table_artifact(table=rows, key=key, description=description))
+        self.submit(
+            key, lambda: acreate_table_artifact(table=rows, key=key, description=description)
+        )
 
     def markdown(self, key: str, text: str, description: str) -> None:
         from prefect.artifacts import acreate_markdown_artifact
 
-        self._start(key, acreate_markdown_artifact(markdown=text, key=key, description=description))
+        self.submit(
+            key, lambda: acreate_markdown_artifact(markdown=text, key=key, description=description)
+        )
 
-    def _start(self, key: str, call: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(self._guarded(key, call))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+    def submit(self, key: str, write: Callable[[], Awaitable[Any]]) -> None:
+        """Queue `write()` (the call that creates artifact `key`) behind the ones queued."""
+        self._queue.append((key, write))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_queued())
 
-    async def _guarded(self, key: str, call: Coroutine[Any, Any, Any]) -> None:
-        try:
-            await call
-        except Exception as exc:  # an unreachable API must not fail the run it describes
-            self.failures.append(f"{key}: {exc}")
-            logger.warning("could not write artifact %s: %s", key, exc)
+    async def _write_queued(self) -> None:
+        while self._queue:
+            key, write = self._queue.popleft()
+            try:
+                await write()
+            except Exception as exc:  # an unreachable API must not fail the run it describes
+                self.failures.append(f"{key}: {exc}")
+                logger.warning("could not write artifact %s: %s", key, exc)
 
     async def drain(self) -> None:
-        while self._pending:
-            await asyncio.gather(*list(self._pending))
+        """Wait until every queued artifact is written (or has failed)."""
+        while self._writer is not None and not self._writer.done():
+            await self._writer
