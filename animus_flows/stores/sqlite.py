@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -504,8 +504,9 @@ class SQLiteStore(BaseStore):
                     conn.execute(_SET_AUTOMERGE, (BULK_AUTOMERGE,))
                 for scope, rows in by_scope.items():
                     self._write(conn, self._scope_id(conn, scope, create=True), rows, now)  # type: ignore[arg-type]
-            if bulk:
-                conn.execute(_SET_AUTOMERGE, (AUTOMERGE,))
+            if bulk:  # the items are committed: a busy store only leaves merging deferred
+                with suppress(sqlite3.OperationalError):
+                    conn.execute(_SET_AUTOMERGE, (AUTOMERGE,))
             return written
 
         return await self._run(put_all)
