@@ -82,7 +82,9 @@ class AuditTrail:
 
     def record(self, event: MemoryOpEvent) -> MemoryOpEvent:
         if event.detail:  # details quote store errors: never let a credential through
-            event = replace(event, detail=redact(event.detail).text)
+            clean = redact(event.detail).text
+            if clean != event.detail:
+                event = replace(event, detail=clean)
         with self._lock:
             self._events.append(event)
         for sink in self.sinks:

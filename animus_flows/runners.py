@@ -19,6 +19,9 @@ def render_envelope(contract: RuntimeContract) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def echo(contract: RuntimeContract) -> str:
-    """Return the rendered prompt envelope: what a model would have been given."""
+async def echo(contract: RuntimeContract) -> str:
+    """Return the rendered prompt envelope: what a model would have been given.
+
+    Async although it never waits: sync runners run in a thread, a hop this one does not need.
+    """
     return render_envelope(contract)

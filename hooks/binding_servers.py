@@ -27,8 +27,11 @@ def mcp_bindings(ctx: PhaseContext) -> list[MemoryBinding]:
 
 async def offer_binding_servers(ctx: PhaseContext) -> None:
     """Add an MCP server entry for every `query_strategy: none` binding of the phase."""
-    source = workflow_path(ctx.workflow)
-    for binding in mcp_bindings(ctx):
+    bindings = mcp_bindings(ctx)
+    if not bindings:
+        return
+    source = workflow_path(ctx.workflow)  # resolving a path reads the disk: only when needed
+    for binding in bindings:
         scope: Scope | None = None
         try:
             scope = ctx.scope_for(binding)
