@@ -84,6 +84,7 @@ class BaseStore(ABC):
         metadata: dict[str, JSON] | None = None,
         ttl_seconds: int | None = None,
     ) -> MemoryItem:
+        await self._ready()
         check_scope(scope)
         check_key(key)
         check_json("value", value)
@@ -95,6 +96,7 @@ class BaseStore(ABC):
         return self._strip_expiry(item)
 
     async def get(self, scope: Scope, key: str) -> MemoryItem | None:
+        await self._ready()
         check_scope(scope)
         check_key(key)
         item = await self._get(scope, key)
@@ -111,6 +113,7 @@ class BaseStore(ABC):
         top_k: int = 8,
         filters: dict[str, JSON] | None = None,
     ) -> list[QueryHit]:
+        await self._ready()
         check_scope(scope)
         if not isinstance(text, str):
             raise InvalidRequest(f"query text {text!r} must be a string")
@@ -136,6 +139,7 @@ class BaseStore(ABC):
     async def list_scopes(
         self, *, project_id: str | None = None, cursor: str | None = None, limit: int = 100
     ) -> ScopePage:
+        await self._ready()
         if project_id is not None:
             Scope(project_id)  # validates the id
         if cursor is not None and not isinstance(cursor, str):
@@ -149,6 +153,7 @@ class BaseStore(ABC):
         return await self._list_scopes(project_id, cursor, limit)
 
     async def delete_scope(self, scope: Scope) -> int:
+        await self._ready()
         check_scope(scope)
         return await self._delete_scope(scope)
 
@@ -170,6 +175,7 @@ class BaseStore(ABC):
 
         Every entry is validated before anything is written.
         """
+        await self._ready()
         checked = [self._check_entry(entry) for entry in entries]
         for scope, key, value, metadata in checked:
             await self.put(scope, key, value, metadata=metadata)
@@ -222,6 +228,10 @@ class BaseStore(ABC):
         )
 
     # -- what a backend fills in ------------------------------------------------------------
+
+    async def _ready(self) -> None:  # noqa: B027 - most stores are ready from the start
+        """Runs first in each protocol method above: a store whose `capabilities` are only known
+        once it is connected (a plugin process) connects here."""
 
     @abstractmethod
     async def _put(

@@ -9,7 +9,7 @@ TTL through metadata when the plugin reports no `native_ttl`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from animus_flows.protocol import (
     ScopePage,
     utcnow,
 )
-from animus_flows.stores.base import BaseStore, PutEntry
+from animus_flows.stores.base import BaseStore
 from animus_flows.stores.plugin_process import PluginProcess
 
 #: What `capabilities` says before the handshake: only what every plugin can be assumed to do.
@@ -98,49 +98,9 @@ class JsonRpcStore(BaseStore):
     async def aclose(self) -> None:
         await self.process.close()
 
-    # The base class reads `capabilities` before it calls the backend, so every public entry
-    # point shakes hands first.
-
-    async def put(
-        self,
-        scope: Scope,
-        key: str,
-        value: JSON,
-        *,
-        metadata: dict[str, JSON] | None = None,
-        ttl_seconds: int | None = None,
-    ) -> MemoryItem:
+    async def _ready(self) -> None:
+        # the base class reads `capabilities` before it calls the backend: shake hands first
         await self.connect()
-        return await super().put(scope, key, value, metadata=metadata, ttl_seconds=ttl_seconds)
-
-    async def get(self, scope: Scope, key: str) -> MemoryItem | None:
-        await self.connect()
-        return await super().get(scope, key)
-
-    async def query(
-        self,
-        scope: Scope,
-        text: str,
-        *,
-        top_k: int = 8,
-        filters: dict[str, JSON] | None = None,
-    ) -> list[QueryHit]:
-        await self.connect()
-        return await super().query(scope, text, top_k=top_k, filters=filters)
-
-    async def list_scopes(
-        self, *, project_id: str | None = None, cursor: str | None = None, limit: int = 100
-    ) -> ScopePage:
-        await self.connect()
-        return await super().list_scopes(project_id=project_id, cursor=cursor, limit=limit)
-
-    async def delete_scope(self, scope: Scope) -> int:
-        await self.connect()
-        return await super().delete_scope(scope)
-
-    async def put_many(self, entries: Iterable[PutEntry]) -> int:
-        await self.connect()
-        return await super().put_many(entries)
 
     # -- the wire -------------------------------------------------------------------------
 
