@@ -55,11 +55,25 @@ def check_key(key: object) -> str:
     return key
 
 
-def check_json(name: str, value: object) -> None:
+def encode_json(name: str, value: object) -> str:
+    """`value`'s canonical JSON; InvalidRequest naming `name` when it is not JSON data."""
     try:
-        canonical_json(value)
+        return canonical_json(value)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise InvalidRequest(f"{name} is not JSON-serializable ({exc}); pass JSON data") from None
+
+
+def check_json(name: str, value: object) -> None:
+    encode_json(name, value)
+
+
+def metadata_object(metadata: object) -> dict[str, JSON]:
+    """`metadata` itself when it is an object with string keys (None is `{}`), else refused."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
+        raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
+    return metadata
 
 
 def clamp_score(score: float) -> float:
@@ -202,10 +216,7 @@ class BaseStore(ABC):
 
     @staticmethod
     def _check_metadata(metadata: object) -> dict[str, JSON]:
-        if metadata is None:
-            return {}
-        if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
-            raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
+        metadata = metadata_object(metadata)
         check_json("metadata", metadata)
         return dict(metadata)
 

@@ -36,11 +36,17 @@ from animus_flows.protocol import (
     QueryHit,
     Scope,
     ScopePage,
-    canonical_json,
     indexed_text,
     utcnow,
 )
-from animus_flows.stores.base import BaseStore, PutEntry, check_key, check_scope
+from animus_flows.stores.base import (
+    BaseStore,
+    PutEntry,
+    check_key,
+    check_scope,
+    encode_json,
+    metadata_object,
+)
 from animus_flows.stores.text import query_terms, terms
 
 T = TypeVar("T")
@@ -449,19 +455,12 @@ class SQLiteStore(BaseStore):
         Encoding is the JSON check: what does not encode is refused here, and nothing is
         encoded twice.
         """
-        if metadata is None:
-            metadata = {}
-        if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
-            raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
-        encoded = []
-        for name, data in (("value", value), ("metadata", metadata)):
-            try:
-                encoded.append(canonical_json(data))
-            except (TypeError, ValueError) as exc:
-                raise InvalidRequest(
-                    f"{name} is not JSON-serializable ({exc}); pass JSON data"
-                ) from None
-        return encoded[0], encoded[1], " ".join(terms(indexed_text(value)))
+        metadata = metadata_object(metadata)
+        return (
+            encode_json("value", value),
+            encode_json("metadata", metadata),
+            " ".join(terms(indexed_text(value))),
+        )
 
     async def _put(
         self,
