@@ -9,6 +9,7 @@ that states both counts and changes nothing. Secrets are redacted before anythin
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -120,19 +121,29 @@ def build_scratchpad_server(target: ScratchpadTarget, tool_names: str = "dotted"
         ),
     )
 
-    def refuse(exc: ScratchpadFull) -> ToolError:
-        logger.info(
-            "refused a write to %s: %d characters, over the limit of %d",
-            target.scope,
-            exc.chars_requested,
-            exc.chars_limit,
-        )
-        return ToolError(
-            f"refused: the scratchpad would hold {exc.chars_requested} characters, over "
-            f"chars_limit {exc.chars_limit} (chars_current {exc.chars_current}); nothing was "
-            f"changed. Shorten the text, condense the notes with {write_name}, or {clear_name} "
-            "first"
-        )
+    async def change_notes(
+        change: Callable[[str], ScratchpadState], content: str, done: str
+    ) -> ScratchpadChange:
+        """`change(content)` with secrets redacted (the notes reach later prompts), or a
+        refusal that names the limit and leaves the notes as they were."""
+        clean = redact(content)
+        try:
+            state = await anyio.to_thread.run_sync(change, clean.text)
+        except ScratchpadFull as exc:
+            logger.info(
+                "refused a write to %s: %d characters, over the limit of %d",
+                target.scope,
+                exc.chars_requested,
+                exc.chars_limit,
+            )
+            raise ToolError(
+                f"refused: the scratchpad would hold {exc.chars_requested} characters, over "
+                f"chars_limit {exc.chars_limit} (chars_current {exc.chars_current}); nothing "
+                f"was changed. Shorten the text, condense the notes with {write_name}, or "
+                f"{clear_name} first"
+            ) from None
+        logger.info("%s %s: %d of %d characters", done, pad.scope, state.chars_current, limit)
+        return _change(pad, state, clean.count)
 
     @server.tool(
         name=read_name,
@@ -159,13 +170,7 @@ def build_scratchpad_server(target: ScratchpadTarget, tool_names: str = "dotted"
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
     )
     async def write(content: Content) -> ScratchpadChange:
-        clean = redact(content)  # the notes reach later prompts: no secrets in them
-        try:
-            state = await anyio.to_thread.run_sync(pad.write, clean.text)
-        except ScratchpadFull as exc:
-            raise refuse(exc) from None
-        logger.info("wrote %s: %d of %d characters", pad.scope, state.chars_current, limit)
-        return _change(pad, state, clean.count)
+        return await change_notes(pad.write, content, "wrote")
 
     @server.tool(
         name=append_name,
@@ -178,13 +183,7 @@ def build_scratchpad_server(target: ScratchpadTarget, tool_names: str = "dotted"
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False),
     )
     async def append(content: Content) -> ScratchpadChange:
-        clean = redact(content)
-        try:
-            state = await anyio.to_thread.run_sync(pad.append, clean.text)
-        except ScratchpadFull as exc:
-            raise refuse(exc) from None
-        logger.info("appended to %s: %d of %d characters", pad.scope, state.chars_current, limit)
-        return _change(pad, state, clean.count)
+        return await change_notes(pad.append, content, "appended to")
 
     @server.tool(
         name=clear_name,
