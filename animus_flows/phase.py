@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from animus_flows.audit import AuditTrail
+from animus_flows.audit import AuditTrail, MemoryOpEvent, Op
 from animus_flows.budget import TokenBudget, TokenCounter
 from animus_flows.config.models import AgentConfig, MemoryBinding, PhaseConfig, WorkflowFile
 from animus_flows.contract import RuntimeContract
@@ -48,6 +48,24 @@ class PhaseContext:
             "task_id": self.contract.task_id or "",
             "phase_id": self.contract.phase_id,
         }
+
+    def record_op(
+        self, op: Op, binding: MemoryBinding, scope: Scope | None, **fields: Any
+    ) -> MemoryOpEvent:
+        """Audit one memory operation of this phase through `binding`; `fields` are the
+        event's measurements (status, detail, latency_ms, ...)."""
+        return self.audit.record(
+            MemoryOpEvent(
+                op=op,
+                plugin_id=binding.plugin,
+                binding=binding.binding,
+                scope=MemoryOpEvent.scope_json(scope),
+                phase_id=self.phase.id,
+                agent_id=self.contract.agent_id,
+                task_id=self.contract.task_id,
+                **fields,
+            )
+        )
 
     def scope_for(self, binding: MemoryBinding) -> Scope:
         """The binding's scope, filled from the run: a binding never names another agent."""

@@ -8,7 +8,6 @@ offered (unknown plugin, no task id for a task scope) is audited and skipped, ne
 
 from __future__ import annotations
 
-from animus_flows.audit import MemoryOpEvent
 from animus_flows.config.models import MemoryBinding
 from animus_flows.errors import AnimusError
 from animus_flows.mcp_config import add_server, binding_server, binding_server_name, workflow_path
@@ -66,16 +65,10 @@ async def offer_binding_servers(ctx: PhaseContext) -> None:
 def _audit_skip(
     ctx: PhaseContext, binding: MemoryBinding, scope: Scope | None, status: str, why: str
 ) -> None:
-    ctx.audit.record(
-        MemoryOpEvent(
-            op="query",
-            plugin_id=binding.plugin,
-            binding=binding.binding,
-            scope=MemoryOpEvent.scope_json(scope),
-            phase_id=ctx.phase.id,
-            agent_id=ctx.contract.agent_id,
-            task_id=ctx.contract.task_id,
-            status=status,  # type: ignore[arg-type]
-            detail=f"query_strategy none: no MCP server offered; {why}",
-        )
+    ctx.record_op(
+        "query",
+        binding,
+        scope,
+        status=status,
+        detail=f"query_strategy none: no MCP server offered; {why}",
     )

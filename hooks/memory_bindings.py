@@ -13,7 +13,6 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from animus_flows.audit import MemoryOpEvent
 from animus_flows.budget import BindingCaps, Candidate, PackResult, pack
 from animus_flows.config.models import MemoryBinding
 from animus_flows.contract import InjectedItem, MemoryContext
@@ -192,21 +191,15 @@ def _audit(ctx: PhaseContext, fetch: Fetch, tokens: int, result: PackResult) -> 
         injected = sum(1 for p in result.selected if p.candidate.binding == label)
         notes.insert(0, f"injected {injected}")
         notes += [f"{count} dropped: {reason}" for reason, count in dropped.items()]
-    ctx.audit.record(
-        MemoryOpEvent(
-            op=fetch.op,  # type: ignore[arg-type]
-            plugin_id=fetch.binding.plugin,
-            binding=label,
-            scope=MemoryOpEvent.scope_json(fetch.scope),
-            phase_id=ctx.phase.id,
-            agent_id=ctx.contract.agent_id,
-            task_id=ctx.contract.task_id,
-            bytes_in=fetch.bytes_in,
-            bytes_out=fetch.bytes_out,
-            tokens_deducted=tokens,
-            result_count=len(fetch.hits),
-            latency_ms=fetch.latency_ms,
-            status=fetch.status,  # type: ignore[arg-type]
-            detail="; ".join(notes),
-        )
+    ctx.record_op(
+        fetch.op,  # type: ignore[arg-type]
+        fetch.binding,
+        fetch.scope,
+        bytes_in=fetch.bytes_in,
+        bytes_out=fetch.bytes_out,
+        tokens_deducted=tokens,
+        result_count=len(fetch.hits),
+        latency_ms=fetch.latency_ms,
+        status=fetch.status,
+        detail="; ".join(notes),
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from animus_flows.audit import MemoryOpEvent
 from animus_flows.errors import AnimusError
 from animus_flows.phase import PhaseContext
 from animus_flows.protocol import canonical_json
@@ -65,19 +64,13 @@ async def write_back(ctx: PhaseContext) -> None:
             status, detail = "error", str(exc)
         except Exception as exc:  # a broken plugin must not fail the phase that produced output
             status, detail = "error", f"{type(exc).__name__}: {exc}"
-        ctx.audit.record(
-            MemoryOpEvent(
-                op="put",
-                plugin_id=binding.plugin,
-                binding=binding.binding,
-                scope=MemoryOpEvent.scope_json(scope),
-                phase_id=contract.phase_id,
-                agent_id=contract.agent_id,
-                task_id=contract.task_id,
-                bytes_in=len(canonical_json(value).encode()),
-                result_count=1 if status == "ok" else 0,
-                latency_ms=round((time.perf_counter() - started) * 1000, 3),
-                status=status,  # type: ignore[arg-type]
-                detail=detail,
-            )
+        ctx.record_op(
+            "put",
+            binding,
+            scope,
+            bytes_in=len(canonical_json(value).encode()),
+            result_count=1 if status == "ok" else 0,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            status=status,
+            detail=detail,
         )
