@@ -289,15 +289,31 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-# one encoder for every call: json.dumps with options builds a new one each time
+# One encoder for every call: json.dumps with options builds a new one each time, and
+# JSONEncoder.encode builds a new C encoder per call (more than the encoding of a small
+# object costs), so the C encoder is made once. markers=None skips the circular-reference
+# bookkeeping: a circular structure ends in RecursionError instead, which callers treat alike.
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+_C_ENCODER = (
+    None
+    if json.encoder.c_make_encoder is None  # type: ignore[attr-defined]
+    else json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _CANONICAL.default, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
 )
 
 
 def canonical_json(value: JSON) -> str:
-    """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 kept."""
-    return _CANONICAL.encode(value)
+    """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 kept.
+
+    Raises TypeError or ValueError for what is not JSON data, RecursionError for a structure
+    that contains itself.
+    """
+    if _C_ENCODER is None:
+        return _CANONICAL.encode(value)
+    return "".join(_C_ENCODER(value, 0))
 
 
 def indexed_text(value: JSON) -> str:

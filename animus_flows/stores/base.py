@@ -59,7 +59,7 @@ def encode_json(name: str, value: object) -> str:
     """`value`'s canonical JSON; InvalidRequest naming `name` when it is not JSON data."""
     try:
         return canonical_json(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidRequest(f"{name} is not JSON-serializable ({exc}); pass JSON data") from None
 
 

@@ -1,16 +1,17 @@
 """The embedded default store: one SQLite file, full-text search with FTS5 and BM25.
 
-Every scope gets an integer id. Each indexed term is stored prefixed with its scope's id
-(`7xmarket`), so a term's posting list only ever holds that scope's items: a scoped query
+Every scope gets an integer id. Each indexed word is stored prefixed with its scope's id
+(`7xmarket`), so a word's posting list only ever holds that scope's items: a scoped query
 reads nothing from other scopes, the scope is filtered inside the index, and no character in
-an id can leak items across scopes (the id is a number; the terms come from our own tokenizer,
-`stores.text`, indexed with FTS5's `ascii` tokenizer, which cannot split them). Items also
-own a contiguous row-id range per scope (`scope_id << 32 | n`) for fast counts and deletes.
-Terms found in more than half of a scope's items carry no signal there and are left out of
-the ranking (stopwords, learned per scope), and only the rarest terms are ranked, so a query
-scores a bounded number of candidates however large the scope; common terms only fill up a
-short result with their newest matches. WAL and a busy timeout let several
-processes write.
+an id can leak items across scopes (the id is a number; the words come from `stores.text`,
+indexed with FTS5's `ascii` tokenizer, which cannot split them). Items also own a contiguous
+row-id range per scope (`scope_id << 32 | n`) for fast counts and deletes. The index is
+contentless: the text lives once, in the items' values, and `indexed_body` derives what was
+indexed again when a row leaves the index. Terms found in more than half of a scope's items
+carry no signal there and are left out of the ranking (stopwords, learned per scope), and
+only the rarest terms are ranked, so a query scores a bounded number of candidates however
+large the scope; common terms only fill up a short result with their newest matches. WAL and
+a busy timeout let several processes write.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ from animus_flows.stores.base import (
     encode_json,
     metadata_object,
 )
-from animus_flows.stores.text import query_terms, terms
+from animus_flows.stores.text import query_groups, spaced_words
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_QUERY_TOP_K = 1000
 MAX_QUERY_TERMS = 32
 MAX_CANDIDATES = 200  # items a query may score; see choose_terms
@@ -89,15 +90,30 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_by_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_by_recency ON items (scope_id, updated_at, id);
-CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, tokenize = 'ascii');
+CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, tokenize = 'ascii', content = '');
 CREATE VIRTUAL TABLE IF NOT EXISTS items_vocab USING fts5vocab(items_fts, 'row');
 """
+# A contentless index forgets its text: removing a row means handing FTS5 the text it
+# indexed, which `animus_body` derives again from the stored value.
+_UNINDEX = (
+    "INSERT INTO items_fts (items_fts, rowid, body) SELECT 'delete', id, animus_body(id, value)"
+)
+
 
 # Each entry upgrades the schema from version N-1 to N; later issues append here.
 _MIGRATIONS: dict[int, str] = {
     # Listing a scope newest first (empty query text) walks this index and stops at top_k
     # matches, instead of sorting the whole scope: the memory loader lists scopes per load.
     2: "CREATE INDEX IF NOT EXISTS items_by_recency ON items (scope_id, updated_at, id)",
+    # The index becomes contentless (version 2 kept a second copy of every text) and
+    # plurals fold at query time (version 2 indexed "markets" as "market"): rebuild it.
+    3: """
+        DROP TABLE IF EXISTS items_vocab;
+        DROP TABLE IF EXISTS items_fts;
+        CREATE VIRTUAL TABLE items_fts USING fts5(body, tokenize = 'ascii', content = '');
+        CREATE VIRTUAL TABLE items_vocab USING fts5vocab(items_fts, 'row');
+        INSERT INTO items_fts (rowid, body) SELECT id, animus_body(id, value) FROM items
+    """,
 }
 
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
@@ -116,18 +132,25 @@ def id_range(scope_id: int) -> tuple[int, int]:
     return scope_id << SCOPE_BITS, ((scope_id + 1) << SCOPE_BITS) - 1
 
 
-def scoped_terms(scope_id: int, text: str) -> list[str]:
-    """The index terms of `text` in one scope: each term prefixed with `<scope_id>x`.
+def scoped_body(scope_id: int, spaced: str) -> str:
+    """Words separated by single spaces as one scope indexes them: each prefixed with
+    `<scope_id>x` ("a b" -> "7xa 7xb", in C: no Python loop over the words).
 
     Digits then `x` make the prefix self-delimiting: no (scope, word) pair spells another's.
     """
     prefix = f"{scope_id}x"
-    return [prefix + term for term in terms(text)]
+    return prefix + spaced.replace(" ", " " + prefix) if spaced else ""
 
 
-def match_expression(scoped: list[str]) -> str:
-    """An FTS5 query matching any of the given index terms; quoting makes them literal."""
-    return " OR ".join(f'"{term}"' for term in scoped)
+def indexed_body(item_id: int, value_json: str) -> str:
+    """What the index holds for a stored item: its scope's words of the value, as `_write`
+    indexed them."""
+    return scoped_body(item_id >> SCOPE_BITS, spaced_words(indexed_text(json.loads(value_json))))
+
+
+def match_expression(forms: list[str]) -> str:
+    """An FTS5 query matching any of the given words; quoting makes them literal."""
+    return " OR ".join(f'"{form}"' for form in forms)
 
 
 def choose_terms(present: list[str], frequency: dict[str, int], scope_size: int) -> list[str]:
@@ -310,6 +333,7 @@ class SQLiteStore(BaseStore):
             conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.create_function("animus_body", 2, indexed_body, deterministic=True)
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -388,7 +412,7 @@ class SQLiteStore(BaseStore):
         now: float,
         expires_at: float | None = None,
     ) -> dict[str, float]:
-        """Upsert `key -> (value json, metadata json, indexed text)` into one scope.
+        """Upsert `key -> (value json, metadata json, spaced words)` into one scope.
 
         Returns each key's created_at. Existing keys keep their row id (and creation time,
         unless they had expired); new keys take the next ids of the scope's range.
@@ -425,6 +449,9 @@ class SQLiteStore(BaseStore):
             )
         if existing:
             conn.executemany(
+                f"{_UNINDEX} FROM items WHERE id = ?", [(v[0],) for v in existing.values()]
+            )
+            conn.executemany(
                 "UPDATE items SET value = ?, metadata = ?, updated_at = ?, expires_at = ?,"
                 " created_at = CASE WHEN ? THEN ? ELSE created_at END WHERE id = ?",
                 [
@@ -432,17 +459,9 @@ class SQLiteStore(BaseStore):
                     for key, (item_id, _, expired) in existing.items()
                 ],
             )
-            conn.executemany(
-                "DELETE FROM items_fts WHERE rowid = ?", [(v[0],) for v in existing.values()]
-            )
-        prefix = f"{scope_id}x"
         conn.executemany(
             "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
-            # "a b" -> "7xa 7xb" in C: no Python loop over the terms
-            [
-                (ids[key], prefix + text.replace(" ", " " + prefix) if text else "")
-                for key, (_, _, text) in rows.items()
-            ],
+            [(ids[key], scoped_body(scope_id, spaced)) for key, (_, _, spaced) in rows.items()],
         )
         return {
             key: (now if expired else created) for key, (_, created, expired) in existing.items()
@@ -450,7 +469,7 @@ class SQLiteStore(BaseStore):
 
     @staticmethod
     def _row(value: JSON, metadata: object) -> tuple[str, str, str]:
-        """(value JSON, metadata JSON, the value's terms); terms get their scope prefix later.
+        """(value JSON, metadata JSON, the value's words); words get their scope prefix later.
 
         Encoding is the JSON check: what does not encode is refused here, and nothing is
         encoded twice.
@@ -459,7 +478,7 @@ class SQLiteStore(BaseStore):
         return (
             encode_json("value", value),
             encode_json("metadata", metadata),
-            " ".join(terms(indexed_text(value))),
+            spaced_words(indexed_text(value)),
         )
 
     async def _put(
@@ -544,10 +563,10 @@ class SQLiteStore(BaseStore):
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
     ) -> list[QueryHit]:
         where, params = filter_clause(filters)
-        words = query_terms(text, MAX_QUERY_TERMS)
+        groups = query_groups(text, MAX_QUERY_TERMS)
 
         def matches(
-            conn: sqlite3.Connection, terms: list[str], order: str, limit: int, now: float
+            conn: sqlite3.Connection, terms: list[str], order: str, limit: int
         ) -> list[Any]:
             return conn.execute(
                 "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
@@ -568,32 +587,38 @@ class SQLiteStore(BaseStore):
             # next_item counts the ids the scope ever handed out: its size, give or take the
             # expired items not yet purged, which is all the stopword threshold needs
             scope_id, size = row
-            now = utcnow().timestamp()
             if not text.strip():
                 return conn.execute(
                     listing_statement(where), (scope_id, *id_range(scope_id), now, *params, top_k)
                 ).fetchall()
-            scoped = [f"{scope_id}x{word}" for word in words]
-            if not scoped:
+            # each query word with its plural forms, as this scope's terms
+            scoped = [[f"{scope_id}x{form}" for form in group] for group in groups]
+            terms = [term for group in scoped for term in group]
+            if not terms:
                 return []
-            marks = ", ".join("?" * len(scoped))
-            frequency = dict(
-                conn.execute(f"SELECT term, doc FROM items_vocab WHERE term IN ({marks})", scoped)
+            marks = ", ".join("?" * len(terms))
+            counts = dict(
+                conn.execute(f"SELECT term, doc FROM items_vocab WHERE term IN ({marks})", terms)
             )
-            present = sorted((t for t in scoped if frequency.get(t)), key=frequency.__getitem__)
+            # the forms the scope holds of each word, and how many items hold one of them
+            found = {group[0]: [t for t in group if t in counts] for group in scoped}
+            frequency = {word: sum(counts[t] for t in forms) for word, forms in found.items()}
+            present = sorted((w for w in found if frequency[w]), key=frequency.__getitem__)
             if not present:
                 return []
             chosen = choose_terms(present, frequency, size)
-            rows = matches(conn, chosen, "f.rank", top_k, now) if chosen else []
-            rest = present[len(chosen) :]
+            ranked = [t for word in chosen for t in found[word]]
+            rows = matches(conn, ranked, "f.rank", top_k) if chosen else []
+            rest = [t for word in present[len(chosen) :] for t in found[word]]
             if len(rows) < top_k and rest:
                 # Too few from the rare terms: fill with the newest items matching the common
                 # ones (ranking all of them would score most of the scope for little signal).
                 seen = {row[0] for row in rows}
-                newest = matches(conn, rest, "f.rowid DESC", 2 * top_k, now)
+                newest = matches(conn, rest, "f.rowid DESC", 2 * top_k)
                 rows += [row for row in newest if row[0] not in seen][: top_k - len(rows)]
             return rows
 
+        now = utcnow().timestamp()
         rows = await self._run(query)
         # an empty text lists the scope, newest first: every item matches it fully
         return [
@@ -644,9 +669,7 @@ class SQLiteStore(BaseStore):
                 if scope_id is None:
                     return 0
                 live = self._count(conn, scope_id)
-                conn.execute(
-                    "DELETE FROM items_fts WHERE rowid BETWEEN ? AND ?", id_range(scope_id)
-                )
+                conn.execute(f"{_UNINDEX} FROM items WHERE id BETWEEN ? AND ?", id_range(scope_id))
                 conn.execute("DELETE FROM items WHERE id BETWEEN ? AND ?", id_range(scope_id))
                 conn.execute("DELETE FROM scopes WHERE id = ?", (scope_id,))
                 return live
@@ -682,14 +705,9 @@ class SQLiteStore(BaseStore):
         def purge(conn: sqlite3.Connection) -> int:
             now = utcnow().timestamp()
             with _transaction(conn):
-                conn.execute(
-                    "DELETE FROM items_fts WHERE rowid IN"
-                    " (SELECT id FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?)",
-                    (now,),
-                )
-                return conn.execute(
-                    "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
-                ).rowcount
+                expired = "FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?"
+                conn.execute(f"{_UNINDEX} {expired}", (now,))
+                return conn.execute(f"DELETE {expired}", (now,)).rowcount
 
         return await self._run(purge)
 

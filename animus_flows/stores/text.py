@@ -1,10 +1,10 @@
-"""Turn text into search terms: the one tokenizer for indexing and querying.
+"""Words for full-text search: what the SQLite store indexes and how queries find it.
 
-Words are runs of Unicode letters and digits (at most 64 characters; longer runs are cut into
-pieces), case-folded, with accents removed and plurals folded (markets -> market, policies ->
-policy). Doing this in Python rather than in SQLite's tokenizer means the SQLite store knows
-the exact terms it indexed, so it can prefix them with a scope and look up their frequencies.
-Case and accents are folded over the whole text at once; plurals word by word through a cache.
+Words are runs of Unicode letters and digits, case-folded, with accents removed. Indexing
+ASCII text never loops over its words in Python (`spaced_words` works on the whole string
+in C), which keeps bulk loads fast; other text goes word by word. Plurals are folded at
+query time instead (`query_groups`): "markets" finds "market" and "markets", "policy" finds
+"policies".
 """
 
 from __future__ import annotations
@@ -13,28 +13,13 @@ import re
 import unicodedata
 from functools import cache
 
-MAX_TERM_LENGTH = 64
-_WORD = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}")
-# ASCII text splits faster as bytes than with a Unicode regex: one table lookup per byte
-# lowercases letters (casefold, for ASCII) and turns every other non-alphanumeric into a space.
+_WORD = re.compile(r"[^\W_]+")
+# One table lookup per byte lowercases ASCII letters (casefold, for ASCII) and turns every
+# other non-alphanumeric byte into a space: what FTS5's `ascii` tokenizer does to ASCII text.
 _ASCII_WORDS = bytes(
     ord(char.lower()) if char.isascii() and char.isalnum() else ord(" ")
     for char in map(chr, range(256))
 )
-_CACHE_LIMIT = 200_000
-
-
-class _PluralCache(dict[str, str]):
-    """word -> folded word, computed on first sight; lookups of known words stay in C."""
-
-    def __missing__(self, word: str) -> str:
-        folded = fold_plural(word)
-        if len(self) < _CACHE_LIMIT:
-            self[word] = folded
-        return folded
-
-
-_folded = _PluralCache()
 _COMBINING_RANGES = [
     (0x0300, 0x036F),
     (0x1AB0, 0x1AFF),
@@ -54,6 +39,24 @@ def _strip_marks() -> dict[int, None]:
     }
 
 
+def words(text: str) -> list[str]:
+    """Every word of `text`, in order, case-folded and without accents."""
+    if text.isascii():
+        return text.encode().translate(_ASCII_WORDS).decode().split()
+    text = unicodedata.normalize("NFKD", text.casefold())
+    return _WORD.findall(text.translate(_strip_marks()))
+
+
+def spaced_words(text: str) -> str:
+    """`words(text)` joined by single spaces, without splitting ASCII text into words."""
+    if not text.isascii():
+        return " ".join(words(text))
+    spaced = text.encode().translate(_ASCII_WORDS).decode()
+    while "  " in spaced:  # each pass halves the longest run of spaces
+        spaced = spaced.replace("  ", " ")
+    return spaced.strip(" ")
+
+
 def fold_plural(word: str) -> str:
     """markets -> market, policies -> policy; bus, class, axis and short words stay."""
     if len(word) > 4 and word.endswith("ies"):
@@ -63,18 +66,15 @@ def fold_plural(word: str) -> str:
     return word
 
 
-def terms(text: str) -> list[str]:
-    """Every term of `text`, in order, repeats kept (term frequency matters to ranking)."""
-    if text.isascii():
-        words = text.encode().translate(_ASCII_WORDS).decode().split()
-        if words and max(map(len, words)) > MAX_TERM_LENGTH:
-            words = _WORD.findall(" ".join(words))  # cut long runs, as the regex does
-    else:
-        text = unicodedata.normalize("NFKD", text.casefold())
-        words = _WORD.findall(text.translate(_strip_marks()))
-    return list(map(_folded.__getitem__, words))
+def plural_forms(stem: str) -> list[str]:
+    """The words `fold_plural` maps onto `stem` (a folded word): itself and its plurals."""
+    return [stem] + [form for form in (stem + "s", stem[:-1] + "ies") if fold_plural(form) == stem]
 
 
-def query_terms(text: str, limit: int = 32) -> list[str]:
-    """The distinct terms of a query, the first `limit` of them."""
-    return list(dict.fromkeys(terms(text)))[:limit]
+def query_groups(text: str, limit: int = 32) -> list[list[str]]:
+    """A query's distinct words, plurals folded, the first `limit`: each as the forms to match.
+
+    "Markets and policy" -> [["market", "markets"], ["and"], ["policy", "policies"]].
+    """
+    stems = dict.fromkeys(fold_plural(word) for word in words(text))
+    return [plural_forms(stem) for stem in list(stems)[:limit]]

@@ -18,9 +18,10 @@ from animus_flows.stores.sqlite import (
     choose_terms,
     filter_clause,
     id_range,
+    indexed_body,
     listing_statement,
     match_expression,
-    scoped_terms,
+    scoped_body,
 )
 
 
@@ -30,13 +31,53 @@ def store(tmp_path):
         yield sync
 
 
-def test_terms_are_prefixed_with_their_scope_and_quoted_in_matches():
-    scoped = scoped_terms(7, 'EUR/USD "rallies" NEAR(x) OR café_bar')
-    assert scoped == ["7xeur", "7xusd", "7xrally", "7xnear", "7xx", "7xor", "7xcafe", "7xbar"]
-    assert match_expression(scoped[:2]) == '"7xeur" OR "7xusd"'
-    assert scoped_terms(7, " ?! ") == []
+def test_words_are_prefixed_with_their_scope_and_quoted_in_matches():
+    assert scoped_body(7, "eur usd near x or") == "7xeur 7xusd 7xnear 7xx 7xor"
+    assert scoped_body(7, "") == ""
+    assert match_expression(["7xeur", "7xusd"]) == '"7xeur" OR "7xusd"'
     # the prefix delimits itself: scope 71's "x" words never spell scope 7's "1x..." words
-    assert scoped_terms(71, "xeur") != scoped_terms(7, "1xxeur")
+    assert scoped_body(71, "xeur") != scoped_body(7, "1xxeur")
+    # what a contentless index is told to forget is what it was given, from the stored value
+    item_id = id_range(7)[0] + 3
+    for value in ['"EUR/USD rallies, café_bar"', '{"content":"Hedge NOW"}', '{"n":[1,2]}']:
+        assert indexed_body(item_id, value).startswith("7x")
+    assert (
+        indexed_body(item_id, '"EUR/USD rallies, café_bar"') == "7xeur 7xusd 7xrallies 7xcafe 7xbar"
+    )
+    assert indexed_body(item_id, '{"content":"Hedge NOW"}') == "7xhedge 7xnow"
+
+
+def test_plural_and_singular_find_each_other(store):
+    store.put(Scope("p"), "fx", "EUR markets rallied on policies")
+    store.put(Scope("p"), "other", "a market note")
+    for query in ("market", "markets", "policy", "POLICIES"):
+        assert "fx" in [hit.key for hit in store.query(Scope("p"), query)], query
+    assert [hit.key for hit in store.query(Scope("p"), "rally")] == []  # not a plural
+
+
+def _scope_terms(path, scope_id: int) -> set[str]:
+    conn = sqlite3.connect(path)
+    terms = {t for (t,) in conn.execute("SELECT term FROM items_vocab WHERE doc > 0")}
+    conn.close()
+    return {t for t in terms if t.startswith(f"{scope_id}x")}
+
+
+def test_updates_and_deletes_leave_nothing_behind_in_the_contentless_index(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", {"content": "walrus café"})
+        store.put(Scope("p"), "k", "narwhal")  # an update re-indexes the item
+        store.put(Scope("p"), "gone", "dolphin")
+        assert _scope_terms(path, 1) == {"1xnarwhal", "1xdolphin"}
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE items SET expires_at = 1 WHERE key = 'gone'")
+        conn.commit()
+        conn.close()
+        assert store._run("purge_expired") == 1
+        assert _scope_terms(path, 1) == {"1xnarwhal"}
+        assert [hit.key for hit in store.query(Scope("p"), "walrus")] == []
+        assert store.delete_scope(Scope("p")) == 1
+        assert _scope_terms(path, 1) == set()
 
 
 def test_each_scope_owns_a_disjoint_id_range():
@@ -124,25 +165,60 @@ def test_a_newer_schema_is_refused(tmp_path):
         store.get(Scope("p"), "k")
 
 
-def test_a_version_1_file_is_migrated_to_the_recency_index(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "old", "written before the upgrade")
+def _set_version(path, version: str, *statements: str) -> None:
     conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX items_by_recency")
-    conn.execute("UPDATE animus_meta SET value = '1' WHERE name = 'schema_version'")
+    for statement in statements:
+        conn.execute(statement)
+    conn.execute("UPDATE animus_meta SET value = ? WHERE name = 'schema_version'", (version,))
     conn.commit()
     conn.close()
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "new", "written after")
-        assert [hit.key for hit in store.query(Scope("p"), "")] == ["new", "old"]
+
+
+def _version_and_indexes(path) -> tuple[str, set[str]]:
     conn = sqlite3.connect(path)
     indexes = {row[1] for row in conn.execute("PRAGMA index_list(items)")}
     (version,) = conn.execute(
         "SELECT value FROM animus_meta WHERE name = 'schema_version'"
     ).fetchone()
     conn.close()
-    assert "items_by_recency" in indexes and version == str(SCHEMA_VERSION) == "2"
+    return version, indexes
+
+
+def test_a_version_1_file_is_migrated_to_the_recency_index(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "old", "written before the upgrade")
+    _set_version(path, "1", "DROP INDEX items_by_recency")
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "new", "written after")
+        assert [hit.key for hit in store.query(Scope("p"), "")] == ["new", "old"]
+    version, indexes = _version_and_indexes(path)
+    assert "items_by_recency" in indexes and version == str(SCHEMA_VERSION) == "3"
+
+
+def test_a_version_2_file_gets_a_contentless_index_of_its_items(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "fx", "EUR markets rallied")
+        store.put(Scope("p", agent_id="a"), "note", {"content": "walrus"})
+    # version 2's index kept its own copy of the text, with plurals folded
+    _set_version(
+        path,
+        "2",
+        "DROP TABLE items_vocab",
+        "DROP TABLE items_fts",
+        "CREATE VIRTUAL TABLE items_fts USING fts5(body, tokenize = 'ascii')",
+        "CREATE VIRTUAL TABLE items_vocab USING fts5vocab(items_fts, 'row')",
+        "INSERT INTO items_fts (rowid, body) SELECT id, '1xeur 1xmarket 1xrallied' FROM items"
+        " WHERE key = 'fx'",
+    )
+    with SyncStore(SQLiteStore(path)) as store:
+        assert [hit.key for hit in store.query(Scope("p"), "markets")] == ["fx"]
+        assert [hit.key for hit in store.query(Scope("p", agent_id="a"), "walrus")] == ["note"]
+        store.put(Scope("p"), "fx", "rates")  # deleting from the rebuilt index works
+        assert [hit.key for hit in store.query(Scope("p"), "markets")] == []
+    assert _version_and_indexes(path)[0] == "3"
+    assert _scope_terms(path, 1) == {"1xrates"}
 
 
 def test_listing_a_scope_walks_the_recency_index_instead_of_sorting(tmp_path):
