@@ -564,6 +564,7 @@ class SQLiteStore(BaseStore):
     ) -> list[QueryHit]:
         where, params = filter_clause(filters)
         groups = query_groups(text, MAX_QUERY_TERMS)
+        now = utcnow().timestamp()
 
         def matches(
             conn: sqlite3.Connection, terms: list[str], order: str, limit: int
@@ -618,7 +619,6 @@ class SQLiteStore(BaseStore):
                 rows += [row for row in newest if row[0] not in seen][: top_k - len(rows)]
             return rows
 
-        now = utcnow().timestamp()
         rows = await self._run(query)
         # an empty text lists the scope, newest first: every item matches it fully
         return [

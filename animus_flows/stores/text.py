@@ -74,7 +74,8 @@ def plural_forms(stem: str) -> list[str]:
 def query_groups(text: str, limit: int = 32) -> list[list[str]]:
     """A query's distinct words, plurals folded, the first `limit`: each as the forms to match.
 
-    "Markets and policy" -> [["market", "markets"], ["and"], ["policy", "policies"]].
+    "Markets, policy" -> [["market", "markets"], ["policy", "policys", "policies"]]; a form
+    no text uses ("policys") costs one lookup and matches nothing.
     """
     stems = dict.fromkeys(fold_plural(word) for word in words(text))
     return [plural_forms(stem) for stem in list(stems)[:limit]]
