@@ -153,6 +153,21 @@ def match_expression(forms: list[str]) -> str:
     return " OR ".join(f'"{form}"' for form in forms)
 
 
+def frequency_statement(terms: int) -> str:
+    """One row: for each of `terms` match expressions, the items matching it, counted up to
+    `MAX_CANDIDATES` + 1.
+
+    That bound is all `choose_terms` needs (past it a term never ranks; below it the count is
+    exact), and counting stops there: a common word's postings are never all read, as FTS5's
+    vocabulary table would read them to count them.
+    """
+    count = (
+        "(SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ?"
+        f" LIMIT {MAX_CANDIDATES + 1}))"
+    )
+    return "SELECT " + ", ".join([count] * terms)
+
+
 def choose_terms(present: list[str], frequency: dict[str, int], scope_size: int) -> list[str]:
     """The query terms to rank by BM25: the rarest ones, within `MAX_CANDIDATES` items.
 
@@ -597,12 +612,11 @@ class SQLiteStore(BaseStore):
             terms = [term for group in scoped for term in group]
             if not terms:
                 return []
-            marks = ", ".join("?" * len(terms))
-            counts = dict(
-                conn.execute(f"SELECT term, doc FROM items_vocab WHERE term IN ({marks})", terms)
-            )
+            quoted = [match_expression([term]) for term in terms]
+            row = conn.execute(frequency_statement(len(terms)), quoted).fetchone()
+            counts = dict(zip(terms, row, strict=True))
             # the forms the scope holds of each word, and how many items hold one of them
-            found = {group[0]: [t for t in group if t in counts] for group in scoped}
+            found = {group[0]: [t for t in group if counts[t]] for group in scoped}
             frequency = {word: sum(counts[t] for t in forms) for word, forms in found.items()}
             present = sorted((w for w in found if frequency[w]), key=frequency.__getitem__)
             if not present:

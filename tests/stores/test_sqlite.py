@@ -17,6 +17,7 @@ from animus_flows.stores.sqlite import (
     bm25_score,
     choose_terms,
     filter_clause,
+    frequency_statement,
     id_range,
     indexed_body,
     listing_statement,
@@ -343,6 +344,26 @@ def test_term_choice_ranks_only_rare_terms_within_the_candidate_bound():
     assert choose_terms(present, frequency, scope_size=cap // 2) == ["rare"]
     # nothing rare enough: the caller fills with the newest matches instead
     assert choose_terms(["big", "common"], frequency, scope_size=20 * cap) == []
+
+
+def test_term_counts_stop_past_the_candidate_bound(tmp_path):
+    import asyncio
+
+    path = tmp_path / "m.db"
+
+    async def fill():
+        sqlite = SQLiteStore(path)
+        await sqlite.put_many([(Scope("p"), f"k{n}", f"walrus {n}", None) for n in range(250)])
+        await sqlite.put_many([(Scope("p"), f"z{n}", "zebra", None) for n in range(5)])
+        await sqlite.aclose()
+
+    asyncio.run(fill())
+    conn = sqlite3.connect(path)
+    (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
+    terms = [match_expression([f"{scope_id}x{word}"]) for word in ("walrus", "zebra", "yak")]
+    row = conn.execute(frequency_statement(len(terms)), terms).fetchone()
+    conn.close()
+    assert row == (MAX_CANDIDATES + 1, 5, 0)
 
 
 def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
