@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from animus_flows.errors import InvalidRequest, StoreUnavailable
+from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.protocol import Scope, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.sqlite import (
@@ -150,6 +150,42 @@ def test_a_corrupt_file_is_reported_and_left_untouched(tmp_path):
     with store, pytest.raises(StoreUnavailable, match="move it aside"):
         store.put(Scope("p"), "k", "v")
     assert path.read_bytes() == garbage
+
+
+def test_a_read_behind_a_lock_waits_off_the_event_loop_and_then_times_out(tmp_path):
+    import asyncio
+
+    path = tmp_path / "m.db"
+
+    async def run():
+        store = SQLiteStore(path, busy_timeout_ms=300)
+        await store.put(Scope("p"), "k", "walrus")
+        await store.aclose()
+        # another process's exclusive lock keeps even WAL readers out
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        with pytest.raises(StoreTimeout, match="stayed locked for 300 ms"):
+            await store.query(Scope("p"), "walrus")
+        ticker.cancel()
+        holder.execute("ROLLBACK")
+        holder.close()
+        hits = await store.query(Scope("p"), "walrus")
+        await store.aclose()
+        return ticks, [hit.key for hit in hits]
+
+    ticks, keys = asyncio.run(run())
+    assert ticks >= 5  # the loop ran on while the read waited on the store's thread
+    assert keys == ["k"]
 
 
 def test_a_newer_schema_is_refused(tmp_path):
