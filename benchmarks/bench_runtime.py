@@ -32,7 +32,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_sqlite's corpus
-PROMPT = "Gather market context on EUR/USD and rates, then draft the hedge plan for {task_id}."
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -65,9 +64,21 @@ workflows:
 """
 
 
+def prompts(count: int) -> list[str]:
+    """Phase prompts of 12 words drawn like the stores' text, then the task id."""
+    from bench_sqlite import Corpus
+
+    rng, corpus = random.Random(5), Corpus()
+    return [
+        " ".join(rng.choices(corpus.words, corpus.weights, k=12)) + " for {task_id}"
+        for _ in range(count)
+    ]
+
+
 def make_workflow(folder: Path, phases: int) -> Path:
     lines = "\n".join(
-        f'      - {{id: p{n}, agent: analyst, prompt: "{PROMPT}"}}' for n in range(phases)
+        f'      - {{id: p{n}, agent: analyst, prompt: "{prompt}"}}'
+        for n, prompt in enumerate(prompts(phases))
     )
     path = folder / "animus.yaml"
     path.write_text(WORKFLOW.format(phases=lines))
@@ -103,6 +114,7 @@ async def seed(folder: Path, items: int) -> None:
                     for n in range(start, min(items, start + 10_000))
                 ]
             )
+        await store.optimize()  # as the README advises after a bulk load
         await store.aclose()
 
 
@@ -119,6 +131,7 @@ async def hook_latency(workflow_path: Path, rounds: int) -> list[float]:
     plugins = PluginRegistry(workflow, use_blocks=False)
     counter = TokenCounter()
     phase = workflow.workflows["w"].phases[0]
+    texts = prompts(rounds + 20)
     samples = []
     for n in range(rounds + 20):
         contract = RuntimeContract(
@@ -127,7 +140,7 @@ async def hook_latency(workflow_path: Path, rounds: int) -> list[float]:
             phase_id=phase.id,
             agent_id="analyst",
             task_id=f"T{n}",
-            prompt=PROMPT.format(task_id=f"T{n}"),
+            prompt=texts[n].format(task_id=f"T{n}"),
         )
         ctx = PhaseContext(
             workflow,

@@ -11,7 +11,8 @@ indexed again when a row leaves the index. Terms found in more than half of a sc
 carry no signal there and are left out of the ranking (stopwords, learned per scope), and
 only the rarest terms are ranked, so a query scores a bounded number of candidates however
 large the scope; common terms only fill up a short result with their newest matches. WAL and
-a busy timeout let several processes write.
+a busy timeout let several processes write. Writes run on the store's own thread; reads run
+inline on a read-only connection (a WAL read never waits for a writer).
 """
 
 from __future__ import annotations
@@ -631,15 +632,37 @@ class SQLiteStore(BaseStore):
         groups = query_groups(text, MAX_QUERY_TERMS)
         now = utcnow().timestamp()
 
-        def matches(
-            conn: sqlite3.Connection, terms: list[str], order: str, limit: int
-        ) -> list[Any]:
+        def ranked(conn: sqlite3.Connection, terms: list[str]) -> list[Any]:
             return conn.execute(
                 "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
                 " JOIN items i ON i.id = f.rowid"
-                f" WHERE items_fts MATCH ? AND {_LIVE}{where} ORDER BY {order} LIMIT ?",
-                (match_expression(terms), now, *params, limit),
+                f" WHERE items_fts MATCH ? AND {_LIVE}{where} ORDER BY f.rank LIMIT ?",
+                (match_expression(terms), now, *params, top_k),
             ).fetchall()
+
+        def newest(
+            conn: sqlite3.Connection, terms: list[str], scope_id: int, size: int, limit: int
+        ) -> list[Any]:
+            # Items that matched only words too common to rank score 0, unranked: BM25 would
+            # count each word's items over its whole posting list, milliseconds for a common
+            # word of a large scope. The index is read forward (FTS5 reads a posting list
+            # backwards by decoding all of it) through a window of the scope's newest ids,
+            # widened until `limit` items are found.
+            expression = match_expression(terms)
+            first = id_range(scope_id)[0]
+            high, window = first + size, 16 * limit
+            found: list[Any] = []
+            while len(found) < limit and high > first:
+                low = max(first, high - window)
+                found += conn.execute(
+                    "SELECT i.key, i.value, i.metadata, 0.0 FROM items i WHERE i.id IN"
+                    " (SELECT rowid FROM items_fts WHERE items_fts MATCH ?"
+                    " AND rowid BETWEEN ? AND ?)"
+                    f" AND {_LIVE}{where} ORDER BY i.id DESC LIMIT ?",
+                    (expression, low, high - 1, now, *params, limit - len(found)),
+                ).fetchall()
+                high, window = low, 8 * window
+            return found
 
         def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             ids = (scope.project_id, scope.agent_id or "", scope.task_id or "")
@@ -672,15 +695,14 @@ class SQLiteStore(BaseStore):
             if not present:
                 return []
             chosen = choose_terms(present, frequency, size)
-            ranked = [t for word in chosen for t in found[word]]
-            rows = matches(conn, ranked, "f.rank", top_k) if chosen else []
+            rows = ranked(conn, [t for word in chosen for t in found[word]]) if chosen else []
             rest = [t for word in present[len(chosen) :] for t in found[word]]
             if len(rows) < top_k and rest:
                 # Too few from the rare terms: fill with the newest items matching the common
                 # ones (ranking all of them would score most of the scope for little signal).
                 seen = {row[0] for row in rows}
-                newest = matches(conn, rest, "f.rowid DESC", 2 * top_k)
-                rows += [row for row in newest if row[0] not in seen][: top_k - len(rows)]
+                fill = newest(conn, rest, scope_id, size, top_k + len(rows))
+                rows += [row for row in fill if row[0] not in seen][: top_k - len(rows)]
             return rows
 
         rows = await self._read(query)

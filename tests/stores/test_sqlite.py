@@ -412,6 +412,26 @@ def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
     assert all(0 <= hit.score <= 1 for hit in hits)
 
 
+def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
+    import asyncio
+
+    async def run():
+        sqlite = SQLiteStore(tmp_path / "m.db")
+        # "walrus" is too common to rank (past the candidate bound), and only old items hold it
+        await sqlite.put_many(
+            [(Scope("p"), f"w{n}", f"walrus {n}", None) for n in range(MAX_CANDIDATES + 50)]
+        )
+        await sqlite.put_many([(Scope("p"), f"o{n}", f"other {n}", None) for n in range(2000)])
+        hits = await sqlite.query(Scope("p"), "walrus", top_k=3)
+        await sqlite.aclose()
+        return hits
+
+    hits = asyncio.run(run())
+    last = MAX_CANDIDATES + 49
+    assert [hit.key for hit in hits] == [f"w{last}", f"w{last - 1}", f"w{last - 2}"]
+    assert [hit.score for hit in hits] == [0.0, 0.0, 0.0]
+
+
 def test_optimize_keeps_every_item_findable(tmp_path):
     import asyncio
 
