@@ -92,6 +92,7 @@ CREATE TABLE IF NOT EXISTS items (
 CREATE INDEX IF NOT EXISTS items_by_expiry ON items (expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_by_recency ON items (scope_id, updated_at, id);
 CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, tokenize = 'ascii', content = '');
+-- the index's terms with their item counts, to inspect it (queries never read it)
 CREATE VIRTUAL TABLE IF NOT EXISTS items_vocab USING fts5vocab(items_fts, 'row');
 """
 # A contentless index forgets its text: removing a row means handing FTS5 the text it
