@@ -216,8 +216,8 @@ def test_candidates_too_long_for_the_room_left_are_not_encoded():
     assert [p.candidate.key for p in result.selected] == ["small"]
     assert {d.reason for d in result.dropped} == {"over the binding budget"}
     assert all(d.tokens is None for d in result.dropped)
-    # the small block, then the final check of the whole text: no huge block was encoded
-    assert len(counter.seen) == 2
+    # only the small block: no huge block was encoded, nor the packed text again
+    assert counter.seen == [result.selected[0].block]
 
 
 def test_counts_are_cached_by_text_and_the_cache_can_be_off():
