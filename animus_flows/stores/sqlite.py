@@ -641,29 +641,18 @@ class SQLiteStore(BaseStore):
                 (match_expression(terms), now, *params, top_k),
             ).fetchall()
 
-        def newest(
-            conn: sqlite3.Connection, terms: list[str], scope_id: int, size: int, limit: int
-        ) -> list[Any]:
-            # Items that matched only words too common to rank score 0, unranked: BM25 would
+        def newest(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[Any]:
+            # Items that match only words too common to rank score 0, unranked: BM25 would
             # count each word's items over its whole posting list, milliseconds for a common
-            # word of a large scope. The index is read forward (FTS5 reads a posting list
-            # backwards by decoding all of it) through a window of the scope's newest ids,
-            # widened until `limit` items are found.
-            expression = match_expression(terms)
-            first = id_range(scope_id)[0]
-            high, window = first + size, 16 * limit
-            found: list[Any] = []
-            while len(found) < limit and high > first:
-                low = max(first, high - window)
-                found += conn.execute(
-                    "SELECT i.key, i.value, i.metadata, 0.0 FROM items i WHERE i.id IN"
-                    " (SELECT rowid FROM items_fts WHERE items_fts MATCH ?"
-                    " AND rowid BETWEEN ? AND ?)"
-                    f" AND {_LIVE}{where} ORDER BY i.id DESC LIMIT ?",
-                    (expression, low, high - 1, now, *params, limit - len(found)),
-                ).fetchall()
-                high, window = low, 8 * window
-            return found
+            # word of a large scope. The newest MAX_CANDIDATES matches (or `limit`, if more)
+            # at most are examined, however many of them the filters reject.
+            return conn.execute(
+                "SELECT i.key, i.value, i.metadata, 0.0 FROM items i WHERE i.id IN"
+                " (SELECT rowid FROM items_fts WHERE items_fts MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?)"
+                f" AND {_LIVE}{where} ORDER BY i.id DESC LIMIT ?",
+                (match_expression(terms), max(MAX_CANDIDATES, limit), now, *params, limit),
+            ).fetchall()
 
         def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             ids = (scope.project_id, scope.agent_id or "", scope.task_id or "")
@@ -702,7 +691,7 @@ class SQLiteStore(BaseStore):
                 # Too few from the rare terms: fill with the newest items matching the common
                 # ones (ranking all of them would score most of the scope for little signal).
                 seen = {row[0] for row in rows}
-                fill = newest(conn, rest, scope_id, size, top_k + len(rows))
+                fill = newest(conn, rest, top_k + len(rows))
                 rows += [row for row in fill if row[0] not in seen][: top_k - len(rows)]
             return rows
 

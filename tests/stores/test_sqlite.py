@@ -432,6 +432,25 @@ def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
     assert [hit.score for hit in hits] == [0.0, 0.0, 0.0]
 
 
+def test_a_fill_applies_the_filters(tmp_path):
+    import asyncio
+
+    async def run():
+        sqlite = SQLiteStore(tmp_path / "m.db")
+        await sqlite.put_many(
+            [
+                (Scope("p"), f"w{n}", f"walrus {n}", {"tier": "hot" if n % 10 == 0 else "warm"})
+                for n in range(MAX_CANDIDATES + 50)
+            ]
+        )
+        hits = await sqlite.query(Scope("p"), "walrus", top_k=3, filters={"tier": "hot"})
+        await sqlite.aclose()
+        return hits
+
+    last = (MAX_CANDIDATES + 49) // 10 * 10
+    assert [hit.key for hit in asyncio.run(run())] == [f"w{last - 10 * n}" for n in range(3)]
+
+
 def test_optimize_keeps_every_item_findable(tmp_path):
     import asyncio
 
