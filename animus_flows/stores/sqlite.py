@@ -125,6 +125,16 @@ def _nothing(conn: sqlite3.Connection) -> None:
     return None
 
 
+def _waits_on_lock(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite gave up because another connection holds a lock."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _size_caches(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+
+
 def _epoch(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
@@ -312,7 +322,7 @@ class SQLiteStore(BaseStore):
             try:
                 return fn(self._reader or self._open_reader(), *args)
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+                if not _waits_on_lock(exc):
                     raise self._unavailable(exc) from None
             except sqlite3.DatabaseError as exc:
                 self._drop_reader()
@@ -327,8 +337,7 @@ class SQLiteStore(BaseStore):
                 self.path, timeout=0, isolation_level=None, check_same_thread=False
             )
             reader.execute("PRAGMA query_only = ON")
-            reader.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-            reader.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            _size_caches(reader)
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from None
         self._reader = reader
@@ -343,7 +352,7 @@ class SQLiteStore(BaseStore):
         try:
             return fn(self._connection(), *args)
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _waits_on_lock(exc):
                 raise StoreTimeout(
                     f"SQLite store {self.path} stayed locked for {self.busy_timeout_ms} ms; "
                     "another process holds a long write, retry or raise busy_timeout_ms"
@@ -396,8 +405,7 @@ class SQLiteStore(BaseStore):
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            _size_caches(conn)
             conn.execute("PRAGMA foreign_keys = ON")
             conn.create_function("animus_body", 2, indexed_body, deterministic=True)
             self._migrate(conn)
