@@ -1,5 +1,6 @@
 """SQLite-specific behaviour: files, processes, corruption, migrations, the FTS mapping."""
 
+import asyncio
 import json
 import sqlite3
 import subprocess
@@ -153,8 +154,6 @@ def test_a_corrupt_file_is_reported_and_left_untouched(tmp_path):
 
 
 def test_a_read_behind_a_lock_waits_off_the_event_loop_and_then_times_out(tmp_path):
-    import asyncio
-
     path = tmp_path / "m.db"
 
     async def run():
@@ -312,8 +311,6 @@ def test_put_many_writes_in_one_transaction(tmp_path):
         await sqlite.aclose()
         return counts, [(hit.key, hit.metadata) for hit in hits]
 
-    import asyncio
-
     counts, hits = asyncio.run(run())
     assert counts == [500, 1, 0]  # the bad batch wrote nothing
     assert hits == [("k0", {"i": -1})]
@@ -338,15 +335,11 @@ def test_a_put_costs_the_same_in_a_large_scope_as_in_a_small_one(tmp_path):
         await sqlite.aclose()
         return ticks
 
-    import asyncio
-
     small, large = asyncio.run(instructions_per_put(10)), asyncio.run(instructions_per_put(5000))
     assert large < 2 * small
 
 
 def test_sync_facade_refuses_to_run_inside_an_event_loop(tmp_path):
-    import asyncio
-
     store = SyncStore(SQLiteStore(tmp_path / "m.db"))
 
     async def inside():
@@ -393,8 +386,6 @@ def test_term_choice_ranks_only_rare_terms_within_the_candidate_bound():
 
 
 def test_term_counts_stop_past_the_candidate_bound(tmp_path):
-    import asyncio
-
     path = tmp_path / "m.db"
 
     async def fill():
@@ -423,8 +414,6 @@ def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
 
 
 def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
-    import asyncio
-
     async def run():
         sqlite = SQLiteStore(tmp_path / "m.db")
         # "walrus" is too common to rank (past the candidate bound), and only old items hold it
@@ -443,8 +432,6 @@ def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
 
 
 def test_a_fill_applies_the_filters(tmp_path):
-    import asyncio
-
     async def run():
         sqlite = SQLiteStore(tmp_path / "m.db")
         await sqlite.put_many(
@@ -462,8 +449,6 @@ def test_a_fill_applies_the_filters(tmp_path):
 
 
 def test_optimize_keeps_every_item_findable(tmp_path):
-    import asyncio
-
     async def run():
         sqlite = SQLiteStore(tmp_path / "m.db")
         for batch in range(5):
@@ -484,8 +469,6 @@ def test_optimize_keeps_every_item_findable(tmp_path):
 
 
 def test_closing_the_sync_facade_inside_an_event_loop_names_the_fix(tmp_path):
-    import asyncio
-
     store = SyncStore(SQLiteStore(tmp_path / "m.db"))
     store.put(Scope("p"), "k", "v")  # the facade's loop exists now
 
