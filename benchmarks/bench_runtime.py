@@ -139,8 +139,8 @@ async def hook_latency(workflow_path: Path, rounds: int) -> list[float]:
             workflow="w",
             phase_id=phase.id,
             agent_id="analyst",
-            task_id=f"T{n}",
-            prompt=texts[n].format(task_id=f"T{n}"),
+            task_id=f"T{n % 50}",
+            prompt=texts[n].format(task_id=f"T{n % 50}"),
         )
         ctx = PhaseContext(
             workflow,
