@@ -371,7 +371,9 @@ def pack(
             continue
         block = render_block(candidate)
         limits = (caps.budget_tokens, used, phase_remaining, flow_remaining, total)
-        reason = _over(min_tokens(block), *limits)
+        # count(" ") + 1 bounds min_tokens from above: when even it fits, skip the word count
+        fits_anyway = _over(block.count(" ") + 1, *limits) is None
+        reason = None if fits_anyway else _over(min_tokens(block), *limits)
         if reason is not None:
             dropped.append(Dropped(candidate, reason))
             continue

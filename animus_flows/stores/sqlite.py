@@ -184,6 +184,43 @@ def frequency_statement(terms: int) -> str:
     return "SELECT " + ", ".join([count] * terms)
 
 
+class TermCounts:
+    """Each scoped term's match count (as `frequency_statement` bounds it), kept while the
+    file is unchanged.
+
+    Counting opens an FTS5 cursor per term, about 10 microseconds, and a prompt has some 25
+    word forms; an agent's prompts share most of them. `PRAGMA data_version` changes when any
+    other connection commits, the store's own writer included, so counts read through one
+    read-only connection are dropped before they could go stale. A connection's own commits
+    do not change its data_version: only the reader's counts are kept.
+    """
+
+    MAX_TERMS = 100_000
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._source: sqlite3.Connection | None = None
+        self._version: int | None = None
+
+    def count(self, conn: sqlite3.Connection, terms: list[str], *, keep: bool) -> dict[str, int]:
+        """`terms` with their counts, counting only those not kept from earlier calls."""
+        if keep:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            changed = (conn, version) != (self._source, self._version)
+            if changed or len(self._counts) > self.MAX_TERMS:
+                self._counts = {}
+                self._source, self._version = conn, version
+            counts = self._counts
+        else:
+            counts = {}
+        missing = [term for term in dict.fromkeys(terms) if term not in counts]
+        if missing:
+            quoted = [match_expression([term]) for term in missing]
+            row = conn.execute(frequency_statement(len(missing)), quoted).fetchone()
+            counts.update(zip(missing, row, strict=True))
+        return {term: counts[term] for term in terms}
+
+
 def choose_terms(present: list[str], frequency: dict[str, int], scope_size: int) -> list[str]:
     """The query terms to rank by BM25: the rarest ones, within `MAX_CANDIDATES` items.
 
@@ -291,6 +328,7 @@ class SQLiteStore(BaseStore):
         self._executor_lock = threading.Lock()
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
+        self._term_counts = TermCounts()
 
     def describe(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -684,9 +722,7 @@ class SQLiteStore(BaseStore):
             terms = [term for group in scoped for term in group]
             if not terms:
                 return []
-            quoted = [match_expression([term]) for term in terms]
-            row = conn.execute(frequency_statement(len(terms)), quoted).fetchone()
-            counts = dict(zip(terms, row, strict=True))
+            counts = self._term_counts.count(conn, terms, keep=conn is self._reader)
             # the forms the scope holds of each word, and how many items hold one of them
             found = {group[0]: [t for t in group if counts[t]] for group in scoped}
             frequency = {word: sum(counts[t] for t in forms) for word, forms in found.items()}

@@ -15,6 +15,7 @@ from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.sqlite import (
     MAX_CANDIDATES,
     SCHEMA_VERSION,
+    TermCounts,
     bm25_score,
     choose_terms,
     filter_clause,
@@ -401,6 +402,47 @@ def test_term_counts_stop_past_the_candidate_bound(tmp_path):
     row = conn.execute(frequency_statement(len(terms)), terms).fetchone()
     conn.close()
     assert row == (MAX_CANDIDATES + 1, 5, 0)
+
+
+def test_term_counts_are_kept_until_another_connection_commits(tmp_path):
+    path = tmp_path / "m.db"
+    writer = SyncStore(SQLiteStore(path))
+    writer.put(Scope("p"), "a", "zebra")
+    conn = sqlite3.connect(path, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
+    zebra, yak = f"{scope_id}xzebra", f"{scope_id}xyak"
+    counts = TermCounts()
+
+    def counted() -> int:
+        return sum("count(*)" in statement for statement in statements)
+
+    assert counts.count(conn, [zebra, yak], keep=True) == {zebra: 1, yak: 0}
+    assert counts.count(conn, [yak, zebra], keep=True) == {yak: 0, zebra: 1}
+    assert counted() == 1  # the second call counted nothing
+    writer.put(Scope("p"), "b", "zebra yak")
+    assert counts.count(conn, [zebra, yak], keep=True) == {zebra: 2, yak: 1}
+    assert counted() == 2
+    assert counts.count(conn, [zebra], keep=False) == {zebra: 2}
+    assert counted() == 3  # keep=False always counts: a connection's own commits go unseen
+    counts.MAX_TERMS = 0  # past the bound, kept counts are dropped
+    counts.count(conn, [zebra], keep=True)
+    assert counted() == 4
+    conn.close()
+    writer.close()
+
+
+def test_queries_see_words_written_after_they_were_counted(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as first, SyncStore(SQLiteStore(path)) as second:
+        first.put(Scope("p"), "a", "apple")
+        assert first.query(Scope("p"), "zebra apple")[0].key == "a"
+        assert [hit.key for hit in first.query(Scope("p"), "zebra")] == []
+        first.put(Scope("p"), "z1", "zebra")  # through the store's own writer
+        assert [hit.key for hit in first.query(Scope("p"), "zebra")] == ["z1"]
+        second.put(Scope("p"), "z2", "zebra zebra")  # through another store on the file
+        assert {hit.key for hit in first.query(Scope("p"), "zebra")} == {"z1", "z2"}
 
 
 def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
