@@ -1,7 +1,7 @@
 """Runtime costs: the memory_bindings hook, a phase with the full audit, and `animus run`.
 
-    .venv/bin/python benchmarks/bench_runtime.py [--items 100000] [--phases 30] [--alternations 4]
-        [--runs 5]
+    .venv/bin/python benchmarks/bench_runtime.py [--items 100000] [--small-items 1000]
+        [--phases 30] [--alternations 4] [--runs 5]
 
 1. Hook latency in-process: 3 bindings over 3 SQLite stores of `--items` items each (store a:
    50 agents' scopes, the binding reads one; store b: one project scope holding all of them, the
@@ -9,7 +9,9 @@
    words drawn like the documents' text (bench_sqlite's Zipf corpus); no Prefect involved.
 2. Per-phase orchestration with the full audit (hooks, logs, events, artifacts written in the
    background) against a bare Prefect task doing nothing, side by side in one process and one
-   Prefect server; plus what two synchronous artifact calls per phase would have added.
+   Prefect server; plus what two synchronous artifact calls per phase would have added. The
+   phase is also shown less the time its store queries took (the audit's latency_ms), and the
+   whole comparison runs again over stores of `--small-items` items.
 3. `animus run` on the trade-desk example against a bare Prefect flow with the same phases,
    each a fresh process with its own temporary server, alternated, medians compared.
 """
@@ -175,6 +177,7 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
     times: dict[str, list[float]] = {
         "bare": [],
         "animus": [],
+        "without_queries": [],
         "no_audit": [],
         "sync_artifacts": [],
         "drain": [],
@@ -216,7 +219,11 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
         for phase in compiled.phases:
             started = time.perf_counter()
             await run_phase_task(state, phase)
-            times["animus"].append((time.perf_counter() - started) * 1000)
+            elapsed = (time.perf_counter() - started) * 1000
+            times["animus"].append(elapsed)
+            # the part of the phase spent in its three store queries, as the audit timed them
+            queries = sum(event.latency_ms for event in state.audit.events(phase.id))
+            times["without_queries"].append(elapsed - queries)
         finish_run(state)
         started = time.perf_counter()
         await artifacts.drain()
@@ -291,9 +298,25 @@ def cli_runs(runs: int) -> tuple[list[float], list[float]]:
     return timings
 
 
+def report_orchestration(title: str, times: dict[str, list[float]]) -> None:
+    bare, ours = statistics.median(times["bare"]), statistics.median(times["animus"])
+    lean = statistics.median(times["without_queries"])
+    quiet = statistics.median(times["no_audit"])
+    drain, sync = statistics.median(times["drain"]), statistics.median(times["sync_artifacts"])
+    print(
+        f"{title}, median over {len(times['bare'])}: bare Prefect task {bare:.1f} ms, "
+        f"animus phase with full audit {ours:.1f} ms -> {ours / bare:.2f}x "
+        f"(less its store queries: {lean:.1f} ms -> {lean / bare:.2f}x; "
+        f"no logs, events or artifacts: {quiet:.1f} ms -> {quiet / bare:.2f}x); "
+        f"final artifact drain {drain:.0f} ms per run; two synchronous artifact calls "
+        f"would add {sync:.0f} ms per phase"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--small-items", type=int, default=1_000)
     parser.add_argument("--phases", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=500)
     parser.add_argument("--alternations", type=int, default=4)
@@ -313,17 +336,17 @@ def main() -> None:
             f"1. memory_bindings hook, 3 bindings x {args.items:,} items, top_k 8, budget 2,000: "
             f"{fmt(samples)}"
         )
-        times = orchestration(path, args.phases, args.alternations)
-        bare, ours = statistics.median(times["bare"]), statistics.median(times["animus"])
-        quiet = statistics.median(times["no_audit"])
-        drain, sync = statistics.median(times["drain"]), statistics.median(times["sync_artifacts"])
-        print(
-            f"2. per phase, median over {args.alternations * args.phases}: "
-            f"bare Prefect task {bare:.1f} ms, "
-            f"animus phase with full audit {ours:.1f} ms -> {ours / bare:.2f}x "
-            f"(no logs, events or artifacts: {quiet:.1f} ms -> {quiet / bare:.2f}x); "
-            f"final artifact drain {drain:.0f} ms per run; two synchronous artifact calls "
-            f"would add {sync:.0f} ms per phase"
+        report_orchestration(
+            f"2. per phase, {args.items:,}-item stores",
+            orchestration(path, args.phases, args.alternations),
+        )
+        small = folder_path / "small"
+        small.mkdir()
+        small_path = make_workflow(small, args.phases)
+        asyncio.run(seed(small, args.small_items))
+        report_orchestration(
+            f"2b. the same over {args.small_items:,}-item stores",
+            orchestration(small_path, args.phases, args.alternations),
         )
     animus, bare_runs = cli_runs(args.runs)
     a, b = statistics.median(animus), statistics.median(bare_runs)
