@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from animus_flows.degrade import run_degraded
 from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.protocol import Scope, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
@@ -186,6 +187,25 @@ def test_a_read_behind_a_lock_waits_off_the_event_loop_and_then_times_out(tmp_pa
     ticks, keys = asyncio.run(run())
     assert ticks >= 5  # the loop ran on while the read waited on the store's thread
     assert keys == ["k"]
+
+
+def test_a_filtered_listing_runs_off_the_event_loop_where_a_timeout_can_abandon_it(tmp_path):
+    async def run():
+        store = SQLiteStore(tmp_path / "m.db")
+        await store.put_many(
+            [(Scope("p"), f"k{n}", f"note {n}", {"tier": "warm"}) for n in range(30_000)]
+        )
+        # no item passes the filter, so the listing reads the whole scope
+        outcome = await run_degraded(
+            lambda: store.query(Scope("p"), "", filters={"tier": "hot"}), timeout_ms=5, fallback=[]
+        )
+        listed = await store.query(Scope("p"), "", top_k=2, filters={"tier": "warm"})
+        await store.aclose()
+        return outcome.status, [hit.key for hit in listed]
+
+    status, listed = asyncio.run(run())
+    assert status == "timeout"  # inline, the scan would have finished before the deadline fired
+    assert listed == ["k29999", "k29998"]
 
 
 def test_a_newer_schema_is_refused(tmp_path):
