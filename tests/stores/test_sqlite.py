@@ -197,7 +197,7 @@ def test_a_filtered_listing_runs_off_the_event_loop_where_a_timeout_can_abandon_
         )
         # no item passes the filter, so the listing reads the whole scope
         outcome = await run_degraded(
-            lambda: store.query(Scope("p"), "", filters={"tier": "hot"}), timeout_ms=5, fallback=[]
+            lambda: store.query(Scope("p"), "", filters={"tier": "hot"}), timeout_ms=1, fallback=[]
         )
         listed = await store.query(Scope("p"), "", top_k=2, filters={"tier": "warm"})
         await store.aclose()
