@@ -7,7 +7,7 @@
    50 agents' scopes, the binding reads one; store b: one project scope holding all of them, the
    worst case; store c: 50 task scopes), top_k 8, budget 2,000 per binding; the prompt is 12
    words drawn like the documents' text (bench_sqlite's Zipf corpus); no Prefect involved.
-   Wall-clock time, and the thread's CPU time, which the host's noise touches less.
+   Wall-clock time, and the thread's CPU time (they match when the hook is CPU-bound).
 2. Per-phase orchestration with the full audit (hooks, logs, events, artifacts written in the
    background) against a bare Prefect task doing nothing, side by side in one process and one
    Prefect server; plus what two synchronous artifact calls per phase would have added. The

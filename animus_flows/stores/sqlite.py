@@ -744,7 +744,7 @@ class SQLiteStore(BaseStore):
             return []
         scope_id, size = row
         # A filtered listing reads the scope until top_k items pass its filters: all of it when
-        # few pass (200 ms in a 100k-item scope). In a large scope it runs on the store's
+        # few pass (165 to 230 ms in a 100k-item scope). In a large scope it runs on the store's
         # thread, where a caller's timeout can abandon it, instead of holding the event loop.
         long_scan = bool(where) and not text.strip() and size > INLINE_SCAN_ITEMS
         rows = await (self._run if long_scan else self._read)(query, scope_id, size)
