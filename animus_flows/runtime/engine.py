@@ -7,6 +7,7 @@ their exceptions).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import time
@@ -32,7 +33,7 @@ from animus_flows.runtime.artifacts import (
 )
 from animus_flows.runtime.loading import import_callable
 from animus_flows.runtime.runners import PhaseFailed, call_python_runner, run_command_runner
-from animus_flows.runtime.sinks import ArtifactWriter
+from animus_flows.runtime.sinks import ArtifactWriter, Outbox
 
 logger = logging.getLogger("animus_flows.runtime")
 Hook = Callable[[PhaseContext], Awaitable[None] | None]
@@ -133,7 +134,8 @@ class PhaseResult:
 
 @dataclass
 class RunState:
-    """One flow run's shared services: budget ledger, counter, audit trail, stores, artifacts."""
+    """One flow run's shared services: budget ledger, counter, audit trail, stores, and the
+    outbox of the audit's hand-offs to Prefect (None outside Prefect)."""
 
     compiled: CompiledWorkflow
     task_id: str | None
@@ -142,6 +144,7 @@ class RunState:
     counter: TokenCounter
     audit: AuditTrail
     plugins: PluginRegistry
+    outbox: Outbox | None = None
     artifacts: ArtifactWriter | None = None
     results: list[PhaseResult] = field(default_factory=list)
 
@@ -152,7 +155,7 @@ class RunState:
         task_id: str | None,
         flow_run_id: str | None,
         sinks: list[AuditSink],
-        artifacts: ArtifactWriter | None,
+        outbox: Outbox | None,
     ) -> RunState:
         workflow = compiled.workflow
         if workflow.audit.path:
@@ -165,8 +168,13 @@ class RunState:
             counter=TokenCounter(workflow.budget.encoding),
             audit=AuditTrail(sinks),
             plugins=PluginRegistry(workflow),
-            artifacts=artifacts,
+            outbox=outbox,
+            artifacts=None if outbox is None else ArtifactWriter(outbox),
         )
+
+    def sending(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """While the runner works, the outbox sends the audit to Prefect (see `Outbox`)."""
+        return contextlib.nullcontext() if self.outbox is None else self.outbox.sending()
 
     def summary(self) -> dict[str, Any]:
         """The `animus run --json` document."""
@@ -232,12 +240,13 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
     for name, hook in compiled.pre_hooks:
         await _call_hook("pre_phase", name, hook, ctx)
     runner = compiled.runners[phase.agent]
-    if isinstance(runner, CommandRunner):
-        ctx.output = await run_command_runner(runner, contract, workflow.base_dir)
-    else:
-        ctx.output = await call_python_runner(
-            runner, str(workflow.agents[phase.agent].runner), contract
-        )
+    async with state.sending():
+        if isinstance(runner, CommandRunner):
+            ctx.output = await run_command_runner(runner, contract, workflow.base_dir)
+        else:
+            ctx.output = await call_python_runner(
+                runner, str(workflow.agents[phase.agent].runner), contract
+            )
     for name, hook in compiled.post_hooks:
         await _call_hook("post_phase", name, hook, ctx)
     result = PhaseResult(

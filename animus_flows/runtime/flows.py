@@ -24,7 +24,7 @@ from animus_flows.runtime.engine import (
     resolve_source,
     run_phase,
 )
-from animus_flows.runtime.sinks import ArtifactWriter, Deferred, PrefectEventSink
+from animus_flows.runtime.sinks import Outbox, PrefectEventSink, Queued
 
 logger = logging.getLogger("animus_flows.runtime")
 
@@ -72,9 +72,12 @@ async def run_phase_task(state: RunState, phase: PhaseConfig) -> None:
         _current_phase.reset(reset)
 
 
-def prefect_sinks(log: Any, flow_run_id: str | None, workflow: str) -> list[Deferred]:
-    """The flow run's log and its event stream, each fed off the phase's critical path."""
-    return [Deferred(LoggerSink(log)), Deferred(PrefectEventSink(flow_run_id, workflow))]
+def prefect_sinks(log: Any, flow_run_id: str | None, workflow: str, outbox: Outbox) -> list[Queued]:
+    """The flow run's log and its event stream, each fed through the outbox."""
+    return [
+        Queued(LoggerSink(log), outbox),
+        Queued(PrefectEventSink(flow_run_id, workflow), outbox),
+    ]
 
 
 async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, Any]:
@@ -84,20 +87,20 @@ async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, 
     log = get_run_logger()
     for warning in workflow_warnings(compiled.workflow):
         log.warning("%s", warning)
-    artifacts = ArtifactWriter()
+    outbox = Outbox()
     state = RunState.start(
         compiled,
         task_id or None,
         flow_run_id,
-        prefect_sinks(log, flow_run_id, compiled.name),
-        artifacts,
+        prefect_sinks(log, flow_run_id, compiled.name, outbox),
+        outbox,
     )
     try:
         for phase in compiled.phases:
             await run_phase_task(state, phase)
         finish_run(state)
     finally:
-        await artifacts.drain()
+        await outbox.drain()
         await state.plugins.aclose()
     return state.summary()
 

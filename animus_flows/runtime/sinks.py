@@ -1,20 +1,25 @@
-"""Prefect audit sinks: events on the event bus, artifacts written off the critical path.
+"""Prefect audit sinks, and the outbox that keeps their hand-offs off the phases' CPU.
 
-Handing a log line or an event to Prefect costs about a millisecond of CPU (models are built
-and validated), so `Deferred` runs those hand-offs from the event loop's idle moments (while a
-phase waits on a store or the API) instead of inline. Artifact calls each take a round trip to
-the API, so `ArtifactWriter` writes them from one background task, in order, while the next
-phases run. The flow drains both before it ends.
+Handing an operation to Prefect costs this process CPU: about 0.4 ms per log line or event
+(models built and validated, and as much again in Prefect's worker threads) and about 5 ms per
+artifact (the client's request and response handling), besides the API's round trip. A
+phase's hooks are CPU-bound, so whatever runs beside them slows them. `Outbox` holds these
+hand-offs and sends them while a runner works (an agent waiting on its model leaves the event
+loop idle) and when the flow drains it at the end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import inspect
 import logging
 import random
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from typing import Any
 
 from animus_flows.audit import AuditSink, MemoryOpEvent
@@ -49,6 +54,7 @@ class PrefectEventSink:
                 }
             )
         emit_event(
+            occurred=datetime.fromisoformat(event.occurred),  # the op's time, not the send's
             # event ids only need to be unique; uuid4 reads os.urandom, slow on some VMs
             id=uuid.UUID(int=random.getrandbits(128), version=4),
             event=EVENT_NAME,
@@ -64,71 +70,101 @@ class PrefectEventSink:
         )
 
 
-class Deferred:
-    """Runs another sink's `record` from the event loop's next idle moment, not inline."""
+class Outbox:
+    """Hand-offs to Prefect, sent in order, each in the context it was made in.
 
-    def __init__(self, sink: AuditSink) -> None:
-        self.sink = sink
-
-    def record(self, event: MemoryOpEvent) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (a sync caller): nothing to defer to
-            self.sink.record(event)
-            return
-        loop.call_soon(self._record, event)
-
-    def _record(self, event: MemoryOpEvent) -> None:
-        try:
-            self.sink.record(event)
-        except Exception:  # auditing must never fail the run it describes
-            logger.exception("audit sink %s failed", type(self.sink).__name__)
-
-
-class ArtifactWriter:
-    """Writes artifacts from one background task, one request at a time, in order.
-
-    Phases queue their artifacts and go on. A single writer keeps the API calls off the
-    phases' critical path: when phases are quick, the writes fall behind and catch up on
-    `drain` instead of competing with every phase for the CPU; when phases wait on models
-    or stores, the writes fit in those waits.
+    Nothing is sent inline: `put` queues. The queue is sent while `sending()` is open (the
+    engine opens it around each runner) and by `drain()`, which the flow awaits before it ends.
+    A hand-off runs in a copy of the context that queued it, so an artifact belongs to the task
+    run of its phase and an event relates to it. One is in flight at a time; a failure is
+    recorded in `failures` and logged, and the rest are still sent.
     """
 
     def __init__(self) -> None:
-        self._queue: deque[tuple[str, Callable[[], Awaitable[Any]]]] = deque()
-        self._writer: asyncio.Task[None] | None = None
+        self._queue: deque[tuple[str, Callable[[], Any], contextvars.Context]] = deque()
+        self._open = False
+        self._sender: asyncio.Task[None] | None = None
         self.failures: list[str] = []
+
+    def put(self, label: str, send: Callable[[], Any]) -> None:
+        """Queue `send()` (sync, or async and awaited), named `label` in failures."""
+        self._queue.append((label, send, contextvars.copy_context()))
+        if self._open:
+            self._start()
+
+    @contextlib.asynccontextmanager
+    async def sending(self) -> AsyncIterator[None]:
+        """Send queued hand-offs while the block runs; the one in flight at exit finishes."""
+        self._open = True
+        self._start()
+        try:
+            yield
+        finally:
+            self._open = False
+
+    async def drain(self) -> None:
+        """Send everything queued, including what sends queue, and wait for it."""
+        self._open = True
+        try:
+            while self._queue or (self._sender is not None and not self._sender.done()):
+                self._start()
+                if self._sender is not None:
+                    await self._sender
+        finally:
+            self._open = False
+
+    def _start(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # queued from another thread: the next send or drain takes it
+            return
+        if self._queue and (self._sender is None or self._sender.done()):
+            self._sender = loop.create_task(self._send())
+
+    async def _send(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._open and self._queue:
+            label, send, context = self._queue.popleft()
+            try:
+                if inspect.iscoroutinefunction(send):
+                    await loop.create_task(send(), context=context)
+                else:
+                    context.run(send)
+                    await asyncio.sleep(0)  # let the phase run between hand-offs
+            except Exception as exc:  # the audit must never fail the run it describes
+                self.failures.append(f"{label}: {exc}")
+                logger.warning("could not send %s to Prefect: %s", label, exc)
+
+
+class Queued:
+    """Another sink's `record`, queued in an outbox instead of run inline."""
+
+    def __init__(self, sink: AuditSink, outbox: Outbox) -> None:
+        self.sink = sink
+        self.outbox = outbox
+
+    def record(self, event: MemoryOpEvent) -> None:
+        self.outbox.put(type(self.sink).__name__, lambda: self.sink.record(event))
+
+
+class ArtifactWriter:
+    """Queues a phase's artifacts in the outbox; see `Outbox` for when they are written."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
 
     def table(self, key: str, rows: list[dict[str, Any]], description: str) -> None:
         from prefect.artifacts import acreate_table_artifact
 
-        self.submit(
-            key, lambda: acreate_table_artifact(table=rows, key=key, description=description)
-        )
+        async def write() -> None:
+            await acreate_table_artifact(table=rows, key=key, description=description)
+
+        self.outbox.put(key, write)
 
     def markdown(self, key: str, text: str, description: str) -> None:
         from prefect.artifacts import acreate_markdown_artifact
 
-        self.submit(
-            key, lambda: acreate_markdown_artifact(markdown=text, key=key, description=description)
-        )
+        async def write() -> None:
+            await acreate_markdown_artifact(markdown=text, key=key, description=description)
 
-    def submit(self, key: str, write: Callable[[], Awaitable[Any]]) -> None:
-        """Queue `write()` (the call that creates artifact `key`) behind the ones queued."""
-        self._queue.append((key, write))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write_queued())
-
-    async def _write_queued(self) -> None:
-        while self._queue:
-            key, write = self._queue.popleft()
-            try:
-                await write()
-            except Exception as exc:  # an unreachable API must not fail the run it describes
-                self.failures.append(f"{key}: {exc}")
-                logger.warning("could not write artifact %s: %s", key, exc)
-
-    async def drain(self) -> None:
-        """Wait until every queued artifact is written (or has failed)."""
-        while self._writer is not None and not self._writer.done():
-            await self._writer
+        self.outbox.put(key, write)

@@ -122,6 +122,15 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
     ledger = artifacts["token-budget-research"].data
     assert "| research | prompt |" in ledger and "| research | memory | market |" in ledger
     assert "ACME" not in "".join(str(a.data) for a in artifacts.values())
+    # each phase's artifacts belong to its task run; the ledger to the flow run alone
+    task_of = {t.id: t.name for t in tasks}
+    assert {key: task_of.get(a.task_run_id) for key, a in artifacts.items()} == {
+        "memory-ops-research": "research",
+        "memory-context-research": "research",
+        "memory-ops-plan": "plan",
+        "memory-context-plan": "plan",
+        "token-budget-research": None,
+    }
 
     jsonl = [
         json.loads(line) for line in (workflow.base_dir / "audit.jsonl").read_text().splitlines()
