@@ -201,6 +201,21 @@ async def test_a_failing_runner_fails_the_phase(tmp_path, workflow):
         await workflow_flow(wf, "research")(task_id="T")
 
 
+async def test_a_failed_run_still_sends_the_audit_of_what_ran(tmp_path, workflow):
+    (tmp_path / "agent.py").write_text(
+        "def run(contract):\n"
+        "    if contract.phase_id == 'plan':\n"
+        "        raise RuntimeError('model down')\n"
+        "    return 'researched'\n"
+    )
+    wf = _with(tmp_path, "  analyst:\n", "  analyst:\n    runner: agent.py:run\n")
+    state = await workflow_flow(wf, "research")(task_id="T", return_state=True)
+    assert state.is_failed()
+    artifacts = await read_artifacts(state.state_details.flow_run_id)
+    assert {"memory-ops-research", "memory-context-research"} <= set(artifacts)
+    assert "memory-ops-plan" not in artifacts  # the failed phase queued none
+
+
 async def test_a_command_runner_gets_the_contract_and_returns_stdout(tmp_path, workflow):
     script = tmp_path / "agent_cli.py"
     script.write_text(
