@@ -33,7 +33,7 @@ from animus_flows.runtime.artifacts import (
 )
 from animus_flows.runtime.loading import import_callable
 from animus_flows.runtime.runners import PhaseFailed, call_python_runner, run_command_runner
-from animus_flows.runtime.sinks import ArtifactWriter, Outbox
+from animus_flows.runtime.sinks import Outbox, queue_markdown_artifact, queue_table_artifact
 
 logger = logging.getLogger("animus_flows.runtime")
 Hook = Callable[[PhaseContext], Awaitable[None] | None]
@@ -145,7 +145,6 @@ class RunState:
     audit: AuditTrail
     plugins: PluginRegistry
     outbox: Outbox | None = None
-    artifacts: ArtifactWriter | None = None
     results: list[PhaseResult] = field(default_factory=list)
 
     @classmethod
@@ -169,7 +168,6 @@ class RunState:
             audit=AuditTrail(sinks),
             plugins=PluginRegistry(workflow),
             outbox=outbox,
-            artifacts=None if outbox is None else ArtifactWriter(outbox),
         )
 
     def sending(self) -> contextlib.AbstractAsyncContextManager[None]:
@@ -257,14 +255,16 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         round((time.perf_counter() - started) * 1000, 3),
     )
     state.results.append(result)
-    if state.artifacts is not None:
+    if state.outbox is not None:
         events = state.audit.events(phase.id)
-        state.artifacts.table(
+        queue_table_artifact(
+            state.outbox,
             artifact_key("memory-ops", phase.id),
             ops_table(events),
             f"Memory operations of phase {phase.id}",
         )
-        state.artifacts.markdown(
+        queue_markdown_artifact(
+            state.outbox,
             artifact_key("memory-context", phase.id),
             context_markdown(phase.id, contract.memory_context, ctx.state.get(PACK_STATE_KEY)),
             f"What phase {phase.id} received from memory",
@@ -274,8 +274,9 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
 
 def finish_run(state: RunState) -> None:
     """Queue the flow run's budget ledger artifact."""
-    if state.artifacts is not None:
-        state.artifacts.markdown(
+    if state.outbox is not None:
+        queue_markdown_artifact(
+            state.outbox,
             artifact_key("token-budget", state.compiled.name),
             budget_markdown(state.compiled.name, state.budget),
             f"Token budget ledger of workflow {state.compiled.name}",

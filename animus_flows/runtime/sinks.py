@@ -147,24 +147,23 @@ class Queued:
         self.outbox.put(type(self.sink).__name__, lambda: self.sink.record(event))
 
 
-class ArtifactWriter:
-    """Queues a phase's artifacts in the outbox; see `Outbox` for when they are written."""
+def queue_table_artifact(
+    outbox: Outbox, key: str, rows: list[dict[str, Any]], description: str
+) -> None:
+    """Queue Prefect table artifact `key`; see `Outbox` for when it is written."""
+    from prefect.artifacts import acreate_table_artifact
 
-    def __init__(self, outbox: Outbox) -> None:
-        self.outbox = outbox
+    async def write() -> None:
+        await acreate_table_artifact(table=rows, key=key, description=description)
 
-    def table(self, key: str, rows: list[dict[str, Any]], description: str) -> None:
-        from prefect.artifacts import acreate_table_artifact
+    outbox.put(key, write)
 
-        async def write() -> None:
-            await acreate_table_artifact(table=rows, key=key, description=description)
 
-        self.outbox.put(key, write)
+def queue_markdown_artifact(outbox: Outbox, key: str, text: str, description: str) -> None:
+    """Queue Prefect markdown artifact `key`; see `Outbox` for when it is written."""
+    from prefect.artifacts import acreate_markdown_artifact
 
-    def markdown(self, key: str, text: str, description: str) -> None:
-        from prefect.artifacts import acreate_markdown_artifact
+    async def write() -> None:
+        await acreate_markdown_artifact(markdown=text, key=key, description=description)
 
-        async def write() -> None:
-            await acreate_markdown_artifact(markdown=text, key=key, description=description)
-
-        self.outbox.put(key, write)
+    outbox.put(key, write)
