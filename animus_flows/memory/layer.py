@@ -41,9 +41,11 @@ from animus_flows.memory.records import (
     from_store,
     is_tombstone,
     metadata_filter,
+    newest_versions,
     normalize_tag,
     normalize_tags,
     stored_time,
+    successor_unknown,
     to_store,
 )
 from animus_flows.memory.tiers import TierPolicy, after_access, reviewed, shifted
@@ -294,8 +296,10 @@ class AsyncMemoryLayer:
         """
         if not isinstance(memory, Memory):
             raise InvalidRequest(f"update_memory takes a Memory, not {type(memory).__name__}")
-        if await self._get(memory.id) is None:
+        stored = await self._get(memory.id)
+        if stored is None:
             return False
+        _carry_link(stored, memory)  # the layer keeps the version links
         memory.updated_at = utcnow()
         self._ingest(memory)
         await self._write([memory])
@@ -314,8 +318,9 @@ class AsyncMemoryLayer:
 
         The new memory gets a new id, `version` + 1, `parent_id` = the old id, and a generated
         `change_summary` when none is given. `None` keeps the parent's content, tags or
-        metadata. The parent moves to the COLD tier: it is history now, and `recall` returns
-        only the newest version. Returns None when `memory_id` matches nothing.
+        metadata. The parent moves to the COLD tier and its `superseded_by` names the new one:
+        it is history now, and `recall` returns only the newest version. Returns None when
+        `memory_id` matches nothing.
         """
         parent = await self.get_memory(memory_id)
         if parent is None:
@@ -348,6 +353,7 @@ class AsyncMemoryLayer:
         if child.change_summary is None:
             child.change_summary = describe_changes(parent, child)
         parent.tier = MemoryTier.COLD
+        _set_successor(parent, child.id)
         await self._write([parent, child])
         return child
 
@@ -356,7 +362,8 @@ class AsyncMemoryLayer:
 
         The protocol has no single-item delete, so the memory is overwritten at once by an
         empty, SECRET tombstone that expires after a second: its content is gone immediately
-        and no read returns it.
+        and no read returns it. Forgetting the newest version makes the one before it current
+        again.
         """
         memory = await self.get_memory(memory_id)
         if memory is None:
@@ -373,6 +380,11 @@ class AsyncMemoryLayer:
             },
             ttl_seconds=1,
         )
+        parent = None if memory.parent_id is None else await self._get(memory.parent_id)
+        if parent is not None and parent.superseded_by == memory.id:
+            # another newer version of the parent may remain (versions can branch)
+            await self._link_successors([parent])
+            await self._write([parent])
         return True
 
     # -- reading -----------------------------------------------------------------------------
@@ -517,15 +529,14 @@ class AsyncMemoryLayer:
             seen.add(parent.id)
             chain.insert(0, parent)
         while True:
-            hits = await self.store.query(
-                self.scope, "", top_k=self._cap, filters={"parent_id": chain[-1].id}
-            )
-            children = [m for m, _ in await self._decode(hits) if m.id not in seen]
-            if not children:
+            await self._look_up_links([chain[-1]])
+            if chain[-1].superseded_by is None or chain[-1].superseded_by in seen:
                 return chain
-            newest = max(children, key=lambda m: (m.version, m.created_at))
-            seen.add(newest.id)
-            chain.append(newest)
+            child = await self._get(chain[-1].superseded_by)
+            if child is None or child.parent_id != chain[-1].id:
+                return chain
+            seen.add(child.id)
+            chain.append(child)
 
     # -- tags and tiers ----------------------------------------------------------------------
 
@@ -603,9 +614,9 @@ class AsyncMemoryLayer:
         """Import an export (or a JSON list of records) into this scope; returns the count.
 
         Every record is validated before anything is written, and all are written in one
-        `put_many` (one transaction on SQLite). Ids are kept, so importing the same data again
-        changes nothing. Records are redacted like any write; a record without `provenance`
-        gets `import`.
+        `put_many` (one transaction on SQLite), with the parents they are newer versions of.
+        Ids are kept, so importing the same data again changes nothing. Records are redacted
+        like any write; a record without `provenance` gets `import`.
 
         Raises:
             InvalidRequest: the data is not JSON or a record is malformed; nothing is written.
@@ -616,8 +627,33 @@ class AsyncMemoryLayer:
         for memory in memories:
             check_user_metadata(memory.metadata)
             self._ingest(memory, extract=not memory.entities)
-        await self._write(memories)
+        await self._write(memories + await self._link_versions(memories))
         return len(memories)
+
+    async def _link_versions(self, memories: list[Memory]) -> list[Memory]:
+        """Link imported records to their newer versions; returns stored parents to rewrite.
+
+        A record's link is its newest version among the records (exports from before
+        `superseded_by` lack links), else its stored copy's (an older export restored over
+        newer versions leaves them newer), else its own. A stored parent of an imported
+        version gets a link when it has none.
+        """
+        newest = newest_versions(memories)
+        imported = {memory.id: memory for memory in memories}
+        ids = [*imported, *(i for i in newest if i not in imported)]
+        stored = await asyncio.gather(*(self._get(i) for i in ids))
+        relinked = []
+        for memory_id, copy in zip(ids, stored, strict=True):
+            record = imported.get(memory_id)
+            if record is None:
+                if copy is not None and copy.superseded_by is None:
+                    _set_successor(copy, newest[memory_id].id)
+                    relinked.append(copy)
+            elif memory_id in newest:
+                _set_successor(record, newest[memory_id].id)
+            elif copy is not None and (copy.superseded_by is not None or _unlinked(copy)):
+                _carry_link(copy, record)
+        return relinked
 
     async def backup(self, path: str | Path) -> Path:
         """Write a ZIP backup of the scope to `path`: `memories.json` (the export) and
@@ -647,6 +683,7 @@ class AsyncMemoryLayer:
             memory.entities = extract_entities(memory.content)
 
     async def _write(self, memories: Sequence[Memory]) -> None:
+        await self._look_up_links(memories)  # so the rewrite records them
         entries = [
             (self.scope, memory.id, *to_store(memory, agent=self._agent)) for memory in memories
         ]
@@ -663,17 +700,14 @@ class AsyncMemoryLayer:
         item = await self.store.get(self.scope, memory_id)
         if item is None or is_tombstone(item.metadata):
             return None
-        return from_store(
-            item.key,
-            item.value,
-            item.metadata,
-            created_at=item.created_at,
-            updated_at=item.updated_at,
-        )
+        return _read(item.key, item.value, item.metadata, item.created_at, item.updated_at)
 
-    async def _decode(self, hits: Sequence[QueryHit]) -> list[tuple[Memory, float]]:
+    async def _decode(
+        self, hits: Sequence[QueryHit], *, whole_scope: bool = False
+    ) -> list[tuple[Memory, float]]:
         """Hits as memories with their scores; tombstones dropped. Items written by other
-        tools carry no record times, so those are read from the store's item."""
+        tools carry no record times, so those are read from the store's item. `whole_scope`:
+        the hits are every item of the scope, so they hold every newer version there is."""
         live = [hit for hit in hits if not is_tombstone(hit.metadata)]
         missing = [hit.key for hit in live if stored_time(hit.value, "created_at") is None]
         items = await asyncio.gather(*(self.store.get(self.scope, key) for key in missing))
@@ -681,14 +715,19 @@ class AsyncMemoryLayer:
         decoded = []
         for hit in live:
             item = times.get(hit.key)
-            memory = from_store(
+            memory = _read(
                 hit.key,
                 hit.value,
                 hit.metadata,
-                created_at=item.created_at if item else None,
-                updated_at=item.updated_at if item else None,
+                item.created_at if item else None,
+                item.updated_at if item else None,
             )
             decoded.append((memory, hit.score))
+        if whole_scope:  # every newer version is among them: no need to look further
+            newest = newest_versions(memory for memory, _ in decoded)
+            for memory, _ in decoded:
+                if _unlinked(memory):
+                    _set_successor(memory, newest[memory.id].id if memory.id in newest else None)
         return decoded
 
     def _criteria(
@@ -755,16 +794,45 @@ class AsyncMemoryLayer:
     async def _drop_superseded(
         self, found: list[tuple[Memory, float]]
     ) -> list[tuple[Memory, float]]:
-        ids = [memory.id for memory, _ in found]
-        if not ids:
-            return found
-        children = await self.store.query(
-            self.scope, "", top_k=self._cap, filters={"parent_id": ids}
+        """`found` less the memories a newer version replaced; a link counts only while the
+        newer version is there (a key lookup each, for the few memories that have one)."""
+        await self._look_up_links([memory for memory, _ in found])
+        linked = [memory for memory, _ in found if memory.superseded_by is not None]
+        newer = await asyncio.gather(
+            *(self.store.get(self.scope, memory.superseded_by or "") for memory in linked)
         )
         superseded = {
-            hit.metadata.get("parent_id") for hit in children if not is_tombstone(hit.metadata)
+            memory.id
+            for memory, item in zip(linked, newer, strict=True)
+            if item is not None
+            and not is_tombstone(item.metadata)
+            and item.metadata.get("parent_id") == memory.id
         }
         return [(memory, score) for memory, score in found if memory.id not in superseded]
+
+    async def _look_up_links(self, memories: Sequence[Memory]) -> None:
+        """Find the newer versions of the memories read from records without links."""
+        unlinked = [memory for memory in memories if _unlinked(memory)]
+        if unlinked:
+            await self._link_successors(unlinked)
+
+    async def _link_successors(self, memories: list[Memory]) -> None:
+        """Set `superseded_by` on `memories` from the newer versions in the scope.
+
+        A listing filtered on `parent_id`, which stores without metadata indexes (SQLite)
+        answer by reading the scope: only for records stored before the layer kept links, and
+        when `forget` removes the version a link named.
+        """
+        hits = await self.store.query(
+            self.scope, "", top_k=self._cap, filters={"parent_id": [m.id for m in memories]}
+        )
+        newest = newest_versions(
+            from_store(hit.key, hit.value, hit.metadata)
+            for hit in hits
+            if not is_tombstone(hit.metadata)
+        )
+        for memory in memories:
+            _set_successor(memory, newest[memory.id].id if memory.id in newest else None)
 
     async def _touch(self, memories: list[Memory]) -> list[Memory]:
         """Count a recall: bump `access_count`, set `last_accessed`, move toward HOT."""
@@ -783,7 +851,7 @@ class AsyncMemoryLayer:
         cap = self._cap
         hits = await self.store.query(self.scope, "", top_k=cap)
         if len(hits) < cap:
-            return [memory for memory, _ in await self._decode(hits)]
+            return [memory for memory, _ in await self._decode(hits, whole_scope=True)]
         collected: list[QueryHit] = []
         for first in _HEX:
             group = [first + second for second in _HEX]
@@ -800,7 +868,7 @@ class AsyncMemoryLayer:
         if len(foreign) >= cap:
             raise self._too_many("written by other tools (without a _bucket key)")
         collected += foreign
-        return [memory for memory, _ in await self._decode(collected)]
+        return [memory for memory, _ in await self._decode(collected, whole_scope=True)]
 
     async def _listing(self, filters: dict[str, JSON]) -> list[QueryHit]:
         return await self.store.query(self.scope, "", top_k=self._cap, filters=filters)
@@ -827,6 +895,44 @@ def _merge(
             best[memory.id] = (memory, score)
     order = {memory.id: n for n, (memory, _) in enumerate([*first, *second])}
     return sorted(best.values(), key=lambda pair: (-pair[1], order[pair[0].id]))
+
+
+# A record stored before the layer kept `superseded_by` does not say whether newer versions
+# exist. A memory read from one carries this attribute until the layer looks them up: when a
+# read needs to know (recall, history) and before the memory is written back, which links it.
+_UNLINKED = "_unlinked_record"
+
+
+def _read(
+    key: str,
+    value: JSON,
+    metadata: dict[str, JSON],
+    created_at: datetime | None,
+    updated_at: datetime | None,
+) -> Memory:
+    memory = from_store(key, value, metadata, created_at=created_at, updated_at=updated_at)
+    if successor_unknown(value, metadata):
+        setattr(memory, _UNLINKED, True)
+    return memory
+
+
+def _unlinked(memory: Memory) -> bool:
+    return getattr(memory, _UNLINKED, False)
+
+
+def _set_successor(memory: Memory, successor: str | None) -> None:
+    memory.superseded_by = successor
+    if _unlinked(memory):
+        delattr(memory, _UNLINKED)
+
+
+def _carry_link(stored: Memory, memory: Memory) -> None:
+    """Give `memory` (a caller's copy) the version link of the record it overwrites."""
+    memory.superseded_by = stored.superseded_by
+    if _unlinked(stored):
+        setattr(memory, _UNLINKED, True)
+    elif _unlinked(memory):
+        delattr(memory, _UNLINKED)
 
 
 def _current(memories: list[Memory]) -> list[Memory]:

@@ -81,6 +81,7 @@ _VALUE_FIELDS = (
     "access_count",
     "last_accessed",
     "entities",
+    "superseded_by",
 )
 
 
@@ -133,11 +134,14 @@ def _iso(moment: datetime | None) -> str | None:
 
 @dataclass(kw_only=True)
 class Memory:
-    """One memory: seed 003's record fields plus free-form `metadata` and linked `entities`.
+    """One memory: seed 003's record fields plus free-form `metadata`, linked `entities` and
+    `superseded_by`.
 
     Enum fields accept their lowercase values (`memory_type="episodic"`); tags are normalized
     to lowercase. `metadata` carries the caller's keys and, after redaction, `_redaction_count`
-    and `_redaction_types`.
+    and `_redaction_types`. `superseded_by` is the id of the newer version that
+    `update_with_version` made of this memory (the reverse of the newer one's `parent_id`), None
+    while it is current; the layer keeps it, so recall never searches for newer versions.
 
     Example:
         ```python
@@ -168,6 +172,7 @@ class Memory:
     last_accessed: datetime | None = None
     metadata: dict[str, JSON] = field(default_factory=dict)
     entities: list[Entity] = field(default_factory=list)
+    superseded_by: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id or "\x00" in self.id:
@@ -184,7 +189,7 @@ class Memory:
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise InvalidRequest(f"{name} {value!r} must be a non-empty string")
-        for name in ("subtype", "parent_id", "change_summary"):
+        for name in ("subtype", "parent_id", "change_summary", "superseded_by"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidRequest(f"{name} {value!r} must be a string or None")
@@ -245,6 +250,7 @@ class Memory:
             "last_accessed": _iso(self.last_accessed),
             "metadata": dict(self.metadata),
             "entities": [entity.to_json() for entity in self.entities],
+            "superseded_by": self.superseded_by,
         }
 
     @classmethod
@@ -374,6 +380,7 @@ def to_store(memory: Memory, *, agent: str) -> tuple[dict[str, JSON], dict[str, 
         "updated_at": _iso(memory.updated_at),
         "access_count": memory.access_count,
         "last_accessed": _iso(memory.last_accessed),
+        "superseded_by": memory.superseded_by,
     }
     if memory.entities:
         value["entities"] = [entity.to_json() for entity in memory.entities]
@@ -383,6 +390,17 @@ def to_store(memory: Memory, *, agent: str) -> tuple[dict[str, JSON], dict[str, 
 def is_tombstone(metadata: Mapping[str, JSON]) -> bool:
     """Whether an item is what `forget` leaves behind until it expires."""
     return metadata.get(DELETED_KEY) is True
+
+
+def successor_unknown(value: JSON, metadata: Mapping[str, JSON]) -> bool:
+    """Whether a stored memory may have newer versions its record does not point to.
+
+    The layer writes `superseded_by` into every record it stores, None when no newer version
+    exists. Records the layer wrote before it did so (they carry `_bucket` but no
+    `superseded_by`) may have newer versions; other tools' items get one only through the layer,
+    which then rewrites them.
+    """
+    return BUCKET_KEY in metadata and not (isinstance(value, dict) and "superseded_by" in value)
 
 
 def stored_time(value: JSON, name: str) -> datetime | None:
@@ -447,6 +465,7 @@ def from_store(
         last_accessed=stored_time(value, "last_accessed"),
         metadata={**extra, **user},
         entities=_lenient_entities(fields.get("entities")),
+        superseded_by=_optional_text(fields.get("superseded_by")),
     )
 
 
@@ -519,3 +538,17 @@ def metadata_filter(name: str, values: Iterable[str]) -> list[str | None]:
     if METADATA_DEFAULTS.get(name) in options:
         options.append(None)
     return options
+
+
+def newest_versions(memories: Iterable[Memory]) -> dict[str, Memory]:
+    """For each parent id among `memories`, its newest child (highest version, then latest)."""
+    newest: dict[str, Memory] = {}
+    for memory in memories:
+        parent = memory.parent_id
+        if parent is not None and (
+            parent not in newest
+            or (memory.version, memory.created_at)
+            > (newest[parent].version, newest[parent].created_at)
+        ):
+            newest[parent] = memory
+    return newest

@@ -22,6 +22,7 @@ from animus_flows.memory import (
     Sensitivity,
     TierPolicy,
 )
+from animus_flows.memory.records import to_store
 from animus_flows.protocol import RESERVED_METADATA_KEYS, Capabilities, Scope
 from animus_flows.stores import SQLiteStore, SyncStore
 
@@ -312,6 +313,120 @@ def test_update_with_version_keeps_history(memory):
         assert [m.version for m in memory.history(any_version)] == [1, 2, 3, 4]
     assert memory.history("c0ffee") == []
     assert memory.update_with_version("c0ffee", content="x") is None
+
+
+def test_a_new_version_links_its_parent_and_keeps_the_link_through_rewrites(memory, raw):
+    v1 = memory.remember("EUR/USD ranges between 1.05 and 1.10")
+    stale = memory.get_memory(v1.id)
+    v2 = memory.update_with_version(v1.id, content="EUR/USD ranges between 1.08 and 1.11")
+    assert memory.get_memory(v1.id).superseded_by == v2.id and v2.superseded_by is None
+    assert raw.get(SCOPE, v1.id).value["superseded_by"] == v2.id
+    # rewrites of the old version, even from a copy read before v2 existed, keep it history
+    memory.update_memory(stale)
+    memory.promote_memory(v1.id)
+    memory.add_tag(v1.id, "old")
+    assert memory.get_memory(v1.id).superseded_by == v2.id
+    assert [m.id for m in memory.recall("EUR/USD")] == [v2.id]
+
+
+def test_recall_reads_as_little_of_a_large_scope_as_of_a_small_one(tmp_path):
+    # Newer versions are found through the links on the records. Recall used to list the scope
+    # filtered on parent_id, which SQLite answers by reading every item: 165 ms at 100k.
+    async def instructions_per_recall(items: int) -> int:
+        store = SQLiteStore(tmp_path / f"{items}.db")
+        layer = AsyncMemoryLayer(store, SCOPE)
+        await layer.import_memories(json.dumps([record(f"filler {i}") for i in range(items)]))
+        v1 = await layer.remember("the rates desk hedges EUR exposure")
+        v2 = await layer.update_with_version(v1.id, content="the rates desk hedges USD exposure")
+        ticks = 0
+
+        def tick() -> int:  # SQLite calls this every 10 virtual-machine instructions
+            nonlocal ticks
+            ticks += 1
+            return 0
+
+        await store.get(SCOPE, v1.id)  # opens the reader connection
+        store._reader.set_progress_handler(tick, 10)
+        assert [m.id for m in await layer.recall("rates desk")] == [v2.id]
+        await store.aclose()
+        return ticks
+
+    small, large = (
+        asyncio.run(instructions_per_recall(20)),
+        asyncio.run(instructions_per_recall(3000)),
+    )
+    assert large < 2 * small
+
+
+def test_forgetting_the_newest_version_makes_the_one_before_it_current(memory):
+    v1 = memory.remember("the desk closes at 17:00")
+    v2 = memory.update_with_version(v1.id, content="the desk closes at 18:00")
+    memory.forget(v2.id)
+    assert memory.get_memory(v1.id).superseded_by is None
+    assert [m.id for m in memory.recall("desk closes")] == [v1.id]
+    assert [m.id for m in memory.history(v1.id)] == [v1.id]
+
+    # versions can branch (an old id versioned again): the parent stays history while either
+    # newer version remains
+    left = memory.update_with_version(v1.id, content="the desk closes at 18:30")
+    right = memory.update_with_version(v1.id, content="the desk closes at 19:00")
+    assert sorted(m.id for m in memory.recall("desk closes")) == sorted([left.id, right.id])
+    memory.forget(right.id)
+    assert memory.get_memory(v1.id).superseded_by == left.id
+    assert [m.id for m in memory.recall("desk closes")] == [left.id]
+    memory.forget(left.id)
+    assert [m.id for m in memory.recall("desk closes")] == [v1.id]
+
+
+def test_versions_stored_before_records_kept_links_still_read_as_history(memory, raw):
+    # The layer's records before `superseded_by`: the same layout without it.
+    def put_unlinked(record: Memory) -> None:
+        value, metadata = to_store(record, agent="dev")
+        del value["superseded_by"]
+        raw.put(SCOPE, record.id, value, metadata=metadata)
+
+    v1 = Memory(content="the desk trades bunds", tier="cold")
+    v2 = Memory(content="the desk trades bunds and gilts", version=2, parent_id=v1.id)
+    put_unlinked(v1)
+    put_unlinked(v2)
+    exported = json.loads(memory.export_memories())["memories"]  # a scan sees every version
+    assert {r["id"]: r["superseded_by"] for r in exported} == {v1.id: v2.id, v2.id: None}
+    assert [m.id for m in memory.recall("desk trades")] == [v2.id]
+    assert [m.id for m in memory.history(v1.id)] == [v1.id, v2.id]
+    memory.promote_memory(v1.id)  # a rewrite looks the link up and records it
+    assert raw.get(SCOPE, v1.id).value["superseded_by"] == v2.id
+    assert memory.get_memory(v1.id).superseded_by == v2.id
+    assert [m.id for m in memory.recall("desk trades")] == [v2.id]
+
+
+def test_an_import_links_versions_its_records_do_not(memory):
+    parent, child = str(uuid.uuid4()), str(uuid.uuid4())
+    # an export written before records carried superseded_by
+    memory.import_memories(
+        export_of(
+            record("v1 of the plan", parent),
+            record("v2 of the plan", child, version=2, parent_id=parent),
+        )
+    )
+    assert memory.get_memory(parent).superseded_by == child
+    assert [m.id for m in memory.recall("plan")] == [child]
+    # a newer version imported alone links the parent already stored
+    newest = str(uuid.uuid4())
+    memory.import_memories(export_of(record("v3 of the plan", newest, version=3, parent_id=child)))
+    assert memory.get_memory(child).superseded_by == newest
+    assert [m.id for m in memory.recall("plan")] == [newest]
+    exported = json.loads(memory.export_memories())["memories"]
+    assert {r["id"]: r["superseded_by"] for r in exported} == {
+        parent: child,
+        child: newest,
+        newest: None,
+    }
+    # an older export restored over newer versions leaves them newer
+    before = memory.export_memories()
+    latest = memory.update_with_version(newest, content="v4 of the plan")
+    memory.import_memories(before)
+    assert memory.get_memory(newest).superseded_by == latest.id
+    assert [m.id for m in memory.recall("plan")] == [latest.id]
 
 
 # -- tags and tiers --------------------------------------------------------------------------

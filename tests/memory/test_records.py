@@ -49,8 +49,8 @@ def test_enum_values_are_the_seeds_lowercase_strings():
     assert MemoryType.SEMANTIC == "semantic" and f"{MemoryTier.HOT}" == "hot"
 
 
-def test_a_record_has_every_field_of_seed_003_plus_metadata():
-    assert SEED_003_FIELDS | {"metadata", "entities"} == set(RECORD_FIELDS)
+def test_a_record_has_every_field_of_seed_003_plus_metadata_entities_and_its_successor():
+    assert SEED_003_FIELDS | {"metadata", "entities", "superseded_by"} == set(RECORD_FIELDS)
     memory = Memory(content="x")
     assert set(memory.to_json()) == set(RECORD_FIELDS)
 

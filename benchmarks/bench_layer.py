@@ -1,0 +1,137 @@
+"""Memory layer: recall, history and lookups in one large scope, versions linked or not.
+
+    .venv/bin/python benchmarks/bench_layer.py [--memories 100000] [--calls 30]
+
+Two scopes of the same SQLite file hold `--memories` memories each (30 words from bench_loader's
+vocabulary) and one versioned memory (v1 to v3). In scope `linked` the records carry
+`superseded_by`, as the layer writes them now; in scope `unlinked` they do not, as the layer
+wrote them before, so finding newer versions takes a listing filtered on `parent_id`, which
+SQLite answers by reading the scope (as every recall did before the links). The calls
+alternate between the scopes; each figure is the median of `--calls` calls (prefix lookups:
+a fifth as many). A recall writes its hits back, which links them: text recalls draw fresh
+words each time, while the empty recall's hits are linked after its first call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_loader import vocabulary
+
+from animus_flows.memory import AsyncMemoryLayer, Memory
+from animus_flows.memory.records import to_store
+from animus_flows.protocol import Scope
+from animus_flows.stores import SQLiteStore
+
+BATCH = 5000
+
+
+async def fill(store: SQLiteStore, scope: Scope, count: int, *, linked: bool) -> None:
+    rng, words = random.Random(7), vocabulary()
+    for start in range(0, count, BATCH):
+        entries = []
+        for _ in range(min(BATCH, count - start)):
+            memory = Memory(content=" ".join(rng.choices(words, k=30)))
+            value, metadata = to_store(memory, agent=scope.agent_id or "shared")
+            if not linked:
+                del value["superseded_by"]
+            entries.append((scope, memory.id, value, metadata))
+        await store.put_many(entries)
+
+
+async def chain(store: SQLiteStore, scope: Scope, *, linked: bool) -> list[str]:
+    """v1 to v3 of one memory; unlinked, stored as the layer stored versions before links."""
+    layer = AsyncMemoryLayer(store, scope)
+    v1 = await layer.remember("the quarterly report on market volatility")
+    v2 = await layer.update_with_version(v1.id, content="the quarterly report, revised")
+    v3 = await layer.update_with_version(v2.id, content="the quarterly report, final")
+    ids = [v1.id, v2.id, v3.id]
+    if not linked:
+        for memory_id in ids:
+            item = await store.get(scope, memory_id)
+            value = {k: v for k, v in item.value.items() if k != "superseded_by"}
+            await store.put(scope, memory_id, value, metadata=item.metadata)
+    return ids
+
+
+async def alternated(
+    calls: int, scopes: dict[str, Callable[[], Awaitable[object]]]
+) -> dict[str, float]:
+    """Median milliseconds of each scope's call, the scopes' calls alternated."""
+    samples: dict[str, list[float]] = {name: [] for name in scopes}
+    for _ in range(calls):
+        for name, call in scopes.items():
+            started = time.perf_counter()
+            await call()
+            samples[name].append((time.perf_counter() - started) * 1000)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=30)
+    args = parser.parse_args()
+    print(f"{platform.machine()}, Python {platform.python_version()}, {args.memories:,} per scope")
+
+    with tempfile.TemporaryDirectory() as folder:
+        store = SQLiteStore(Path(folder) / "layer.db")
+        scopes = {"linked": Scope("bench", agent_id="linked")}
+        scopes["unlinked"] = Scope("bench", agent_id="unlinked")
+        ids = {}
+        started = time.perf_counter()
+        for name, scope in scopes.items():
+            await fill(store, scope, args.memories, linked=name == "linked")
+            ids[name] = await chain(store, scope, linked=name == "linked")
+        await store.optimize()
+        print(f"seeded in {time.perf_counter() - started:.0f} s")
+
+        rng, words = random.Random(11), vocabulary()
+        layers = {name: AsyncMemoryLayer(store, scope) for name, scope in scopes.items()}
+        for name, layer in layers.items():
+            v1, _, v3 = ids[name]
+            assert [m.id for m in await layer.history(v1)] == ids[name]
+            found = {m.id for m in await layer.recall("quarterly report", limit=50)}
+            assert v3 in found and not found & set(ids[name][:2])
+
+        def each(call: Callable[[AsyncMemoryLayer, list[str]], Awaitable[object]]) -> dict:
+            return {name: lambda name=name: call(layers[name], ids[name]) for name in layers}
+
+        figures = {
+            "recall, 4 words": await alternated(
+                args.calls, each(lambda layer, _: layer.recall(" ".join(rng.sample(words, 4))))
+            ),
+            "recall, empty text": await alternated(
+                args.calls, each(lambda layer, _: layer.recall(""))
+            ),
+            "history of 3 versions": await alternated(
+                args.calls, each(lambda layer, chain: layer.history(chain[0]))
+            ),
+            "get_memory(v1), full id": await alternated(
+                args.calls, each(lambda layer, chain: layer.get_memory(chain[0]))
+            ),
+            "get_memory(v1), 8-character prefix": await alternated(
+                max(3, args.calls // 5), each(lambda layer, chain: layer.get_memory(chain[0][:8]))
+            ),
+        }
+        await store.aclose()
+
+    print("\n| call | linked records | records without links |\n| --- | ---: | ---: |")
+    for call, medians in figures.items():
+        print(f"| {call} | {medians['linked']:.2f} ms | {medians['unlinked']:.2f} ms |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
