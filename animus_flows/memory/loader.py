@@ -28,6 +28,7 @@ from animus_flows.memory.records import (
     MemoryTier,
     MemoryType,
     content_of,
+    is_superseded,
     is_tombstone,
     memory_type_of,
     metadata_filter,
@@ -546,6 +547,7 @@ class AsyncMemoryLoader:
                     is_tombstone(metadata)
                     or not is_egress_safe(metadata)
                     or tier_of(metadata) != source.tier.value
+                    or is_superseded(hit.value)
                 ):
                     continue
                 if request.sectors is not None and memory_type_of(metadata) not in request.sectors:

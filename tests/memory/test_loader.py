@@ -95,6 +95,14 @@ def test_layers_choose_the_tiers(store, loader):
         loader.load_for_agent("dev", layers=[])
 
 
+def test_older_versions_of_a_memory_are_never_loaded(store, loader):
+    with layer(store, "dev") as memory:
+        v1 = memory.remember("the desk closes at 17:00", tier="hot")
+        v2 = memory.update_with_version(v1.id, content="the desk closes at 18:00")
+        memory.promote_memory(v1.id)  # even back in a loaded tier, it is history
+    assert [m.id for m in loader.load_for_agent("dev", layers=(1, 2, 3)).memories] == [v2.id]
+
+
 def test_the_budget_is_never_exceeded_and_warm_waits_for_room(store, loader):
     for n in range(12):
         remember(store, "dev", f"hot memory number {n} " + "with padding " * 10, tier="hot")
