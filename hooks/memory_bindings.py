@@ -20,6 +20,7 @@ from animus_flows.degrade import run_degraded
 from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, tier_of
 from animus_flows.errors import AnimusError
 from animus_flows.hooks.binding_servers import offer_binding_servers
+from animus_flows.memory.records import is_superseded
 from animus_flows.phase import PhaseContext
 from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json, indexed_text
 
@@ -61,6 +62,8 @@ def admissible(binding: MemoryBinding, hit: QueryHit) -> str | None:
         return "tier not listed"
     if binding.memory_types and hit.metadata.get("memory_type") not in binding.memory_types:
         return "memory type not listed"
+    if is_superseded(hit.value):
+        return "superseded by a newer version"
     return None
 
 

@@ -8,6 +8,7 @@ from helpers import COUNTER, phase_context, write_workflow
 
 from animus_flows.budget import TokenBudget
 from animus_flows.hooks import memory_bindings
+from animus_flows.memory import AsyncMemoryLayer
 from animus_flows.protocol import Capabilities, Scope
 from animus_flows.stores import BaseStore, SQLiteStore
 
@@ -122,6 +123,25 @@ async def test_cold_is_disclosed_only_when_listed(workflow):
     await memory_bindings(ctx)
     market = [item for item in ctx.contract.memory_context.items if item.binding == "market"]
     assert market[-1].key == "cold-old" and market[-1].tier == "cold"
+
+
+async def test_an_older_version_of_a_memory_is_never_injected(workflow):
+    store = SQLiteStore(workflow.resolve_path("memory.db"))
+    memory = AsyncMemoryLayer(store, Scope("desk", agent_id="analyst"))
+    v1 = await memory.remember("EUR/USD limit is 5m", tier="cold")
+    v2 = await memory.update_with_version(v1.id, content="EUR/USD limit is 7m")
+    await store.aclose()
+    text = WORKFLOW.replace(
+        "inject_when: {phases: [research]}",
+        "inject_when: {phases: [research]}\n        tiers: [hot, warm, cold]",
+    )
+    ctx = phase_context(
+        write_workflow(workflow.base_dir, text, "cold.yaml"), "research", "research"
+    )
+    await memory_bindings(ctx)
+    keys = [item.key for item in ctx.contract.memory_context.items if item.binding == "market"]
+    assert v2.id in keys and v1.id not in keys
+    assert "1 refused: superseded by a newer version" in events_by_binding(ctx)["market"].detail
 
 
 async def test_budgets_cap_the_injected_text(workflow):
