@@ -1,7 +1,8 @@
 """What may leave the system, and in what order: sensitivity, temperature tiers, disclosure.
 
-Pure rules over the reserved metadata keys, shared by the `memory_bindings` hook, the loader,
-the MCP servers and the memory layer, so every egress path applies the same ones.
+Pure rules over the reserved metadata keys (and, for versions, the memory layer's stored
+value), shared by the `memory_bindings` hook, the loader, the MCP servers and the memory layer,
+so every egress path applies the same ones.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def tier_of(metadata: Mapping[str, Any]) -> str:
     """The item's temperature tier; absent or unknown means WARM."""
     value = str(metadata.get("tier") or DEFAULT_TIER).lower()
     return value if value in TIERS else DEFAULT_TIER
+
+
+def is_superseded(value: Any) -> bool:
+    """Whether a stored value names a newer version of itself: the memory layer writes
+    `superseded_by` into a memory's value when it versions it. History is never injected."""
+    return isinstance(value, dict) and value.get("superseded_by") is not None
 
 
 def tier_rank(tier: str) -> int:

@@ -17,10 +17,9 @@ from animus_flows.budget import BindingCaps, Candidate, PackResult, pack
 from animus_flows.config.models import MemoryBinding
 from animus_flows.contract import InjectedItem, MemoryContext
 from animus_flows.degrade import run_degraded
-from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, tier_of
+from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, is_superseded, tier_of
 from animus_flows.errors import AnimusError
 from animus_flows.hooks.binding_servers import offer_binding_servers
-from animus_flows.memory.records import is_superseded
 from animus_flows.phase import PhaseContext
 from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json, indexed_text
 

@@ -21,14 +21,19 @@ from typing import Any, Literal
 
 from animus_flows.budget import BindingCaps, Candidate, PackResult, TokenCounter, pack
 from animus_flows.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
-from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, tier_of, warm_allowed
+from animus_flows.disclosure import (
+    EGRESS_FILTER,
+    is_egress_safe,
+    is_superseded,
+    tier_of,
+    warm_allowed,
+)
 from animus_flows.errors import InvalidRequest, StoreUnavailable
 from animus_flows.memory.layer import resolve_store
 from animus_flows.memory.records import (
     MemoryTier,
     MemoryType,
     content_of,
-    is_superseded,
     is_tombstone,
     memory_type_of,
     metadata_filter,

@@ -403,11 +403,6 @@ def successor_unknown(value: JSON, metadata: Mapping[str, JSON]) -> bool:
     return BUCKET_KEY in metadata and not (isinstance(value, dict) and "superseded_by" in value)
 
 
-def is_superseded(value: JSON) -> bool:
-    """Whether a stored memory names a newer version of itself (`superseded_by`)."""
-    return isinstance(value, dict) and value.get("superseded_by") is not None
-
-
 def stored_time(value: JSON, name: str) -> datetime | None:
     """A timestamp the layer wrote into a stored value, or None when it has none."""
     if isinstance(value, dict) and isinstance(value.get(name), str):
