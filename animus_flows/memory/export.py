@@ -103,8 +103,9 @@ def parse_export(text: str | bytes) -> list[Memory]:
         where = f"memories[{index}]"
         if isinstance(record, Mapping) and "id" in record:
             record = {"provenance": "import", **record, "id": canonical_id(record["id"], where)}
-            if record.get("parent_id") is not None:
-                record["parent_id"] = canonical_id(record["parent_id"], f"{where}.parent_id")
+            for link in ("parent_id", "superseded_by"):
+                if record.get(link) is not None:
+                    record[link] = canonical_id(record[link], f"{where}.{link}")
         memory = Memory.from_json(record, where=where)
         if memory.id in seen:
             raise InvalidRequest(

@@ -76,6 +76,10 @@ def test_import_redacts_like_any_write(memory):
             "memories[1].parent_id: id 'p' is not a UUID",
         ),
         (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x", "superseded_by": 7}]',
+            "memories[1].superseded_by: id 7 is not a UUID",
+        ),
+        (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x"},'
             ' {"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "y"}]',
             "memories[2]: id 3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c repeats memories[1]",
