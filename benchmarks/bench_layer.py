@@ -88,8 +88,7 @@ async def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteStore(Path(folder) / "layer.db")
-        scopes = {"linked": Scope("bench", agent_id="linked")}
-        scopes["unlinked"] = Scope("bench", agent_id="unlinked")
+        scopes = {name: Scope("bench", agent_id=name) for name in ("linked", "unlinked")}
         ids = {}
         started = time.perf_counter()
         for name, scope in scopes.items():
