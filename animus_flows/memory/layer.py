@@ -821,11 +821,17 @@ class AsyncMemoryLayer:
 
         A listing filtered on `parent_id`, which stores without metadata indexes (SQLite)
         answer by reading the scope: only for records stored before the layer kept links, and
-        when `forget` removes the version a link named.
+        when `forget` removes the version a link named. A listing that comes back full (the
+        store's `max_query_top_k`) may have missed some: the memories are then split in two.
         """
         hits = await self.store.query(
             self.scope, "", top_k=self._cap, filters={"parent_id": [m.id for m in memories]}
         )
+        if len(hits) >= self._cap and len(memories) > 1:
+            half = len(memories) // 2
+            await self._link_successors(memories[:half])
+            await self._link_successors(memories[half:])
+            return
         newest = newest_versions(
             from_store(hit.key, hit.value, hit.metadata)
             for hit in hits

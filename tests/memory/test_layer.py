@@ -588,6 +588,22 @@ def test_a_scope_larger_than_max_query_top_k_is_enumerated_by_slices(tmp_path):
         assert layer.get_memory(some.id[:8]).id == some.id
 
 
+def test_newer_versions_past_max_query_top_k_are_all_found(tmp_path):
+    # 25 old versions stored before links, then restored from an export: looking up their
+    # newer versions finds 25, more than the store answers per query
+    parents = [Memory(content=f"plan {n}", tier="cold") for n in range(25)]
+    children = [Memory(content=f"{p.content} v2", version=2, parent_id=p.id) for p in parents]
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as raw:
+        for stored in parents + children:
+            value, metadata = to_store(stored, agent="dev")
+            del value["superseded_by"]
+            raw.put(SCOPE, stored.id, value, metadata=metadata)
+    with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
+        layer.import_memories(export_of(*(record(p.content, p.id) for p in parents)))
+        links = {p.id: layer.get_memory(p.id).superseded_by for p in parents}
+        assert links == {p.id: c.id for p, c in zip(parents, children, strict=True)}
+
+
 def test_a_slice_too_large_to_enumerate_is_an_error_not_a_silent_cut(tmp_path):
     crowded = [record(f"n{n}", f"ab{n:06d}-0000-4000-8000-000000000000") for n in range(25)]
     with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
