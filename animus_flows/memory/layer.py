@@ -797,13 +797,11 @@ class AsyncMemoryLayer:
         """`found` less the memories a newer version replaced; a link counts only while the
         newer version is there (a key lookup each, for the few memories that have one)."""
         await self._look_up_links([memory for memory, _ in found])
-        linked = [memory for memory, _ in found if memory.superseded_by is not None]
-        newer = await asyncio.gather(
-            *(self.store.get(self.scope, memory.superseded_by or "") for memory in linked)
-        )
+        linked = [(m, m.superseded_by) for m, _ in found if m.superseded_by is not None]
+        newer = await asyncio.gather(*(self.store.get(self.scope, key) for _, key in linked))
         superseded = {
             memory.id
-            for memory, item in zip(linked, newer, strict=True)
+            for (memory, _), item in zip(linked, newer, strict=True)
             if item is not None
             and not is_tombstone(item.metadata)
             and item.metadata.get("parent_id") == memory.id

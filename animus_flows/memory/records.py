@@ -141,7 +141,7 @@ class Memory:
     to lowercase. `metadata` carries the caller's keys and, after redaction, `_redaction_count`
     and `_redaction_types`. `superseded_by` is the id of the newer version that
     `update_with_version` made of this memory (the reverse of the newer one's `parent_id`), None
-    while it is current; the layer keeps it, so recall never searches for newer versions.
+    while it is current; the layer keeps it, so recall need not search for newer versions.
 
     Example:
         ```python
