@@ -165,6 +165,16 @@ class TokenCounter:
         return total
 
 
+@functools.cache
+def shared_counter(encoding: str = "cl100k_base") -> TokenCounter:
+    """The process's counter for `encoding`, shared by every flow run and loader.
+
+    A count depends on nothing but the text and the encoding, so one set of caches serves
+    them all, and a flow run starts with the words its process has already counted.
+    """
+    return TokenCounter(encoding)
+
+
 # -- the ledger ------------------------------------------------------------------------------
 
 Category = Literal["prompt", "memory", "scratchpad"]

@@ -17,7 +17,9 @@ from animus_flows.budget import (
     min_tokens,
     pack,
     render_block,
+    shared_counter,
 )
+from animus_flows.errors import ConfigError
 
 COUNTERS = {name: TokenCounter(name) for name in ("cl100k_base", "o200k_base")}
 # tiktoken's own encodings, from the same vocabulary: counts to check ours against
@@ -83,6 +85,13 @@ def test_counting_word_by_word_agrees_with_encoding_the_whole_text(words, end, e
 @given(text=st.text(max_size=80), encoding=st.sampled_from(sorted(COUNTERS)))
 def test_counts_of_any_text_agree_with_encoding_it(text, encoding):
     assert TokenCounter(encoding, cache_size=0).count(text) == reference_count(text, encoding)
+
+
+def test_flow_runs_and_loaders_share_one_counter_per_encoding():
+    assert shared_counter("o200k_base") is shared_counter("o200k_base")
+    assert shared_counter("o200k_base") is not shared_counter("cl100k_base")
+    with pytest.raises(ConfigError, match="unknown encoding 'p50k_base'; use one of"):
+        shared_counter("p50k_base")
 
 
 def test_the_word_cache_stays_bounded():

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from animus_flows.budget import BindingCaps, Candidate, PackResult, TokenCounter, pack
+from animus_flows.budget import BindingCaps, Candidate, PackResult, pack, shared_counter
 from animus_flows.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
 from animus_flows.disclosure import (
     EGRESS_FILTER,
@@ -250,7 +250,7 @@ class AsyncMemoryLoader:
         if timeout_ms is not None and not timeout_ms > 0:
             raise InvalidRequest(f"timeout_ms {timeout_ms!r} must be > 0, or None")
         self.timeout_ms = timeout_ms
-        self.counter = TokenCounter(encoding)
+        self.counter = shared_counter(encoding)
 
     @classmethod
     def from_workflow(cls, workflow: Any, store: object, **options: Any) -> AsyncMemoryLoader:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from animus_flows.audit import AuditSink, AuditTrail, JsonlSink
-from animus_flows.budget import TokenBudget, TokenCounter
+from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
 from animus_flows.config.models import CommandRunner, PhaseConfig, WorkflowFile
 from animus_flows.contract import MemoryContext, RuntimeContract
 from animus_flows.errors import ConfigError
@@ -164,7 +164,7 @@ class RunState:
             task_id=task_id,
             flow_run_id=flow_run_id,
             budget=TokenBudget(workflow.budget.flow_tokens, workflow.budget.phase_tokens),
-            counter=TokenCounter(workflow.budget.encoding),
+            counter=shared_counter(workflow.budget.encoding),
             audit=AuditTrail(sinks),
             plugins=PluginRegistry(workflow),
             outbox=outbox,
