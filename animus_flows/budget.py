@@ -108,6 +108,13 @@ def load_encoding(name: str) -> Any:
 class TokenCounter:
     """Counts tokens the way the model will, with an offline tiktoken encoding.
 
+    Args:
+        encoding: `cl100k_base` or `o200k_base`.
+        cache_size: how many texts' counts to keep (0: none).
+        word_cache_size: how many words' counts to keep; past it they are forgotten at once.
+
+    `shared_counter(encoding)` is the one the runtime and the memory loader use.
+
     Example:
         ```python
         from animus_flows.budget import TokenCounter
@@ -122,7 +129,7 @@ class TokenCounter:
         self.encoding_name = encoding
         self._encoding = load_encoding(encoding)
         # The same memories are counted on every load and every phase, and a block's text only
-        # changes when its memory does: counts are cached by text (None: no cache).
+        # changes when its memory does: counts are cached by text.
         self._count = (
             functools.lru_cache(maxsize=cache_size)(self._encode_count)
             if cache_size

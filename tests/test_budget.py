@@ -60,7 +60,7 @@ def test_counts_agree_with_an_independent_tokenizer(name, text):
 # scripts without spaces, emoji, a special token's spelling, a lone apostrophe.
 TRICKY_WORDS = ["don't", "'s", "'LL", "1234567", "1.0912", "--", "!?", "x/y", "HelloWorld"]
 TRICKY_WORDS += ["東京", "café", "🙂", "<|endoftext|>", "'", "a\u0301", "\x00", "(foo)", "100%"]
-words = st.one_of(
+single_words = st.one_of(
     st.sampled_from(TRICKY_WORDS),
     st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8).filter(
         lambda word: word.split() == [word]
@@ -70,7 +70,7 @@ words = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(
-    words=st.lists(words, min_size=1, max_size=12),
+    words=st.lists(single_words, min_size=1, max_size=12),
     end=st.sampled_from(["", "\n", " ", "\n\n", "\t"]),
     encoding=st.sampled_from(sorted(COUNTERS)),
 )
