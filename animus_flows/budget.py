@@ -109,8 +109,10 @@ class TokenCounter:
 
     Args:
         encoding: `cl100k_base` or `o200k_base`.
-        cache_size: how many texts' counts to keep (0: none).
-        word_cache_size: how many words' counts to keep; past it they are forgotten at once.
+        cache_size: how many texts' counts to keep (0: none), each text of at most
+            `MAX_CACHED_TEXT` characters.
+        word_cache_size: how many words' counts to keep, each word of at most `MAX_CACHED_WORD`
+            characters; past it they are forgotten at once.
 
     `shared_counter(encoding)` is the one the runtime and the memory loader use.
 
@@ -138,7 +140,15 @@ class TokenCounter:
         self._word_counts: dict[str, int] = {}
         self._word_cache_size = word_cache_size
 
+    # The caches live as long as the process (see shared_counter): only short texts and words
+    # are kept, so a store of large documents or long unspaced strings cannot grow them past a
+    # few tens of megabytes.
+    MAX_CACHED_TEXT = 4096
+    MAX_CACHED_WORD = 32
+
     def count(self, text: str) -> int:
+        if len(text) > self.MAX_CACHED_TEXT:
+            return self._encode_count(text)
         return self._count(text)
 
     def _encode_count(self, text: str) -> int:
@@ -166,7 +176,9 @@ class TokenCounter:
         for word in words[1:]:
             tokens = counts.get(word)
             if tokens is None:
-                tokens = counts[word] = len(encode(" " + word))
+                tokens = len(encode(" " + word))
+                if len(word) <= self.MAX_CACHED_WORD:
+                    counts[word] = tokens
             total += tokens
         return total
 

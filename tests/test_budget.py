@@ -102,6 +102,17 @@ def test_the_word_cache_stays_bounded():
         assert len(counter._word_counts) <= 4 + 3
 
 
+def test_long_texts_and_words_are_counted_but_not_kept():
+    counter = TokenCounter("cl100k_base")
+    blob = "QUJD" * 1100  # one long unspaced word, as in a base64 attachment
+    long_text = "a memory holding " + blob + " and more words after it\n"
+    document = "word " * 1000  # longer than MAX_CACHED_TEXT
+    for text in (long_text, document):
+        assert counter.count(text) == counter.count(text) == reference_count(text, "cl100k_base")
+    assert counter._count.cache_info().currsize == 0
+    assert blob not in counter._word_counts and "holding" in counter._word_counts
+
+
 def test_counting_needs_no_network(monkeypatch):
     import socket
 
