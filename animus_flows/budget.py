@@ -141,9 +141,9 @@ class TokenCounter:
         self._word_cache_size = word_cache_size
 
     # The caches live as long as the process (see shared_counter): only short texts and words
-    # are kept, so a store of large documents or long unspaced strings cannot grow them past a
-    # few tens of megabytes.
-    MAX_CACHED_TEXT = 4096
+    # are kept, so large documents or long unspaced strings cannot grow them (at most about
+    # 16 MiB of ASCII text at the default sizes).
+    MAX_CACHED_TEXT = 2048
     MAX_CACHED_WORD = 32
 
     def count(self, text: str) -> int:

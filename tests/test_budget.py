@@ -104,7 +104,7 @@ def test_the_word_cache_stays_bounded():
 
 def test_long_texts_and_words_are_counted_but_not_kept():
     counter = TokenCounter("cl100k_base")
-    blob = "QUJD" * 1100  # one long unspaced word, as in a base64 attachment
+    blob = "QUJD" * 600  # one long unspaced word, as in a base64 attachment
     long_text = "a memory holding " + blob + " and more words after it\n"
     document = "word " * 1000  # longer than MAX_CACHED_TEXT
     for text in (long_text, document):
