@@ -724,10 +724,8 @@ class AsyncMemoryLayer:
             )
             decoded.append((memory, hit.score))
         if whole_scope:  # every newer version is among them: no need to look further
-            newest = newest_versions(memory for memory, _ in decoded)
-            for memory, _ in decoded:
-                if _unlinked(memory):
-                    _set_successor(memory, newest[memory.id].id if memory.id in newest else None)
+            unlinked = [memory for memory, _ in decoded if _unlinked(memory)]
+            _link_to_newest(unlinked, newest_versions(memory for memory, _ in decoded))
         return decoded
 
     def _criteria(
@@ -830,13 +828,12 @@ class AsyncMemoryLayer:
             await self._link_successors(memories[:half])
             await self._link_successors(memories[half:])
             return
-        newest = newest_versions(
+        children = (
             from_store(hit.key, hit.value, hit.metadata)
             for hit in hits
             if not is_tombstone(hit.metadata)
         )
-        for memory in memories:
-            _set_successor(memory, newest[memory.id].id if memory.id in newest else None)
+        _link_to_newest(memories, newest_versions(children))
 
     async def _touch(self, memories: list[Memory]) -> list[Memory]:
         """Count a recall: bump `access_count`, set `last_accessed`, move toward HOT."""
@@ -928,6 +925,13 @@ def _set_successor(memory: Memory, successor: str | None) -> None:
     memory.superseded_by = successor
     if _unlinked(memory):
         delattr(memory, _UNLINKED)
+
+
+def _link_to_newest(memories: Iterable[Memory], newest: dict[str, Memory]) -> None:
+    """Link each memory to its newest version in `newest` (see `newest_versions`), or to none."""
+    for memory in memories:
+        child = newest.get(memory.id)
+        _set_successor(memory, None if child is None else child.id)
 
 
 def _carry_link(stored: Memory, memory: Memory) -> None:
