@@ -136,6 +136,17 @@ def _size_caches(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
 
+def _schema_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version; 0 for a new file."""
+    try:
+        row = conn.execute("SELECT value FROM animus_meta WHERE name = 'schema_version'").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise
+    return int(row[0]) if row else 0
+
+
 def _epoch(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
@@ -330,6 +341,7 @@ class SQLiteStore(BaseStore):
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
         self._term_counts = TermCounts()
+        self._schema_current = False  # the file exists with the current schema, in WAL mode
 
     def describe(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -355,8 +367,8 @@ class SQLiteStore(BaseStore):
         thread be using it, the read goes through `_run`, whose wait a caller's timeout can
         abandon.
         """
-        if self._conn is None:  # the writer's thread opens (and migrates) the file first
-            await self._run(_nothing)
+        if not self._schema_current and not self._reader_finds_current_schema():
+            await self._run(_nothing)  # the writer's thread creates or migrates the file first
         if self._reader_lock.acquire(blocking=False):
             try:
                 return fn(self._reader or self._open_reader(), *args)
@@ -370,15 +382,33 @@ class SQLiteStore(BaseStore):
                 self._reader_lock.release()
         return await self._run(fn, *args)
 
-    def _open_reader(self) -> sqlite3.Connection:
+    def _reader_finds_current_schema(self) -> bool:
+        """Whether the file already is a WAL store of the current schema, checked through the
+        reader. Then reads need no writer: no thread, and no wait for another process's write,
+        as switching a file to WAL mode or migrating it would."""
+        if not self.path.is_file() or not self._reader_lock.acquire(blocking=False):
+            return False
         try:
-            reader = sqlite3.connect(
-                self.path, timeout=0, isolation_level=None, check_same_thread=False
-            )
+            reader = self._reader or self._open_reader()
+            wal = reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            self._schema_current = wal and _schema_version(reader) == SCHEMA_VERSION
+        except sqlite3.Error:
+            pass  # the writer's open waits out a lock, or reports what is wrong with the file
+        finally:
+            self._reader_lock.release()
+        return self._schema_current
+
+    def _open_reader(self) -> sqlite3.Connection:
+        # sqlite3's errors pass through: `_read` tells a lock to wait out from a broken file
+        reader = sqlite3.connect(
+            self.path, timeout=0, isolation_level=None, check_same_thread=False
+        )
+        try:
             reader.execute("PRAGMA query_only = ON")
             _size_caches(reader)
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
+        except sqlite3.Error:
+            reader.close()
+            raise
         self._reader = reader
         return reader
 
@@ -447,7 +477,8 @@ class SQLiteStore(BaseStore):
             _size_caches(conn)
             conn.execute("PRAGMA foreign_keys = ON")
             conn.create_function("animus_body", 2, indexed_body, deterministic=True)
-            self._migrate(conn)
+            if _schema_version(conn) != SCHEMA_VERSION:
+                self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -456,6 +487,7 @@ class SQLiteStore(BaseStore):
                 f"{self.path} is not a usable animus SQLite store ({exc}); "
                 "move it aside or point `path` to a new file"
             ) from None
+        self._schema_current = True
         return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
@@ -476,10 +508,7 @@ class SQLiteStore(BaseStore):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            row = conn.execute(
-                "SELECT value FROM animus_meta WHERE name = 'schema_version'"
-            ).fetchone()
-            version = int(row[0]) if row else 0
+            version = _schema_version(conn)
             if version > SCHEMA_VERSION:
                 raise StoreUnavailable(
                     f"SQLite store {self.path} has schema version {version}, newer than this "

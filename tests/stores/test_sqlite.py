@@ -189,6 +189,63 @@ def test_a_read_behind_a_lock_waits_off_the_event_loop_and_then_times_out(tmp_pa
     assert keys == ["k"]
 
 
+HOLD_A_WRITE = textwrap.dedent(
+    """
+    import sqlite3, sys
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("UPDATE items SET value = '\\"changed\\"'")
+    print("holding", flush=True)
+    sys.stdin.readline()
+    conn.execute("ROLLBACK")
+    """
+)
+
+
+def test_a_store_opened_while_another_process_writes_reads_at_once(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", "walrus")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", HOLD_A_WRITE, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout.readline() == "holding\n"
+        # opening a writer would wait for the lock and time out; a read needs none
+        with SyncStore(SQLiteStore(path, busy_timeout_ms=300)) as store:
+            assert [hit.key for hit in store.query(Scope("p"), "walrus")] == ["k"]
+            assert store.get(Scope("p"), "k").value == "walrus"  # the write is not committed
+            with pytest.raises(StoreTimeout, match="stayed locked for 300 ms"):
+                store.put(Scope("p"), "other", "v")
+    finally:
+        writer.communicate("done\n", timeout=30)
+    assert writer.returncode == 0
+
+
+def test_a_read_switches_a_file_back_to_wal_before_reading_it(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", "walrus")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+    conn.close()
+    with SyncStore(SQLiteStore(path)) as store:
+        assert [hit.key for hit in store.query(Scope("p"), "walrus")] == ["k"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.close()
+
+
+def test_a_read_of_a_missing_file_creates_an_empty_store(tmp_path):
+    path = tmp_path / "new" / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        assert store.query(Scope("p"), "walrus") == []
+    assert _version_and_indexes(path)[0] == str(SCHEMA_VERSION)
+
+
 def test_a_filtered_listing_runs_off_the_event_loop_where_a_timeout_can_abandon_it(tmp_path):
     async def run():
         store = SQLiteStore(tmp_path / "m.db")
