@@ -285,6 +285,17 @@ class MemoryStore(Protocol):
     async def delete_scope(self, scope: Scope) -> int: ...
 
 
+@runtime_checkable
+class KeyPrefixReads(Protocol):
+    """An optional, in-process extension of a store (no JSON-RPC method): reading the items
+    whose keys start with a prefix. The memory layer finds a memory by id prefix through it
+    when its store offers it, and by listing the scope otherwise."""
+
+    async def items_with_key_prefix(
+        self, scope: Scope, prefix: str, *, limit: int = 100
+    ) -> list[MemoryItem]: ...
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from animus_flows.stores.jsonrpc import JsonRpcStore
+
 # Before anything imports Prefect: its settings are read from the environment.
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="animus-prefect-home-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
@@ -44,3 +46,27 @@ zep_fake_module = _load("zep_fake", "stores")
 def zep_fake():
     """A fresh, empty fake Zep (tests/stores/zep_fake.py)."""
     return zep_fake_module.ZepFake()
+
+
+SERVED_WORKFLOW = """\
+version: 1
+project: conformance
+stores:
+  memory-local: {type: sqlite, path: memory.db}
+"""
+
+
+@pytest.fixture
+def served_sqlite(tmp_path):
+    """A factory of `jsonrpc` stores running `animus memory serve` on a fresh SQLite file."""
+
+    def make(folder=tmp_path, **options) -> JsonRpcStore:
+        (folder / "animus.yaml").write_text(SERVED_WORKFLOW)
+        command = [
+            *(sys.executable, "-m", "animus_flows"),
+            *("memory", "serve", "--plugin", "memory-local"),
+        ]
+        options = {"startup_timeout_ms": 20000, **options}
+        return JsonRpcStore(command, plugin_id="served-sqlite", cwd=folder, **options)
+
+    return make

@@ -49,7 +49,7 @@ from animus_flows.memory.records import (
     to_store,
 )
 from animus_flows.memory.tiers import TierPolicy, after_access, reviewed, shifted
-from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
+from animus_flows.protocol import JSON, KeyPrefixReads, MemoryStore, QueryHit, Scope, utcnow
 from animus_flows.redaction import redact, redact_json, redaction_metadata
 from animus_flows.stores.base import SyncStore, check_scope
 from animus_flows.sync import LoopRunner, blocking_method
@@ -400,10 +400,7 @@ class AsyncMemoryLayer:
         if exact is not None:
             return exact
         prefix = memory_id.lower()
-        buckets: list[str | None] = [prefix[:2]] if len(prefix) >= 2 else [prefix + c for c in _HEX]
-        hits = await self.store.query(
-            self.scope, "", top_k=self._cap, filters={BUCKET_KEY: [*buckets, None]}
-        )
+        hits = await self._with_id_prefix(memory_id)
         matches = [
             hit
             for hit in hits
@@ -701,6 +698,27 @@ class AsyncMemoryLayer:
         if item is None or is_tombstone(item.metadata):
             return None
         return _read(item.key, item.value, item.metadata, item.created_at, item.updated_at)
+
+    async def _with_id_prefix(self, memory_id: str) -> list[QueryHit]:
+        """At most `_cap` items whose ids may start with `memory_id` in any case, tombstones
+        included."""
+        prefix = memory_id.lower()
+        if isinstance(self.store, KeyPrefixReads):
+            # Ranges of the store's key index, so the lookup costs the same in any scope: the
+            # layer's ids are lowercase, other tools' keys are matched as typed.
+            found = {
+                item.key: QueryHit(item.key, item.value, 1.0, item.metadata)
+                for form in dict.fromkeys([prefix, memory_id])
+                for item in await self.store.items_with_key_prefix(
+                    self.scope, form, limit=self._cap
+                )
+            }
+            return list(found.values())[: self._cap]
+        # any store: list the ids' buckets (and items from before buckets), filtered
+        buckets: list[str | None] = [prefix[:2]] if len(prefix) >= 2 else [prefix + c for c in _HEX]
+        return await self.store.query(
+            self.scope, "", top_k=self._cap, filters={BUCKET_KEY: [*buckets, None]}
+        )
 
     async def _decode(
         self, hits: Sequence[QueryHit], *, whole_scope: bool = False

@@ -147,6 +147,37 @@ def _schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
+def prefix_end(prefix: str) -> str | None:
+    """The least string after every string starting with `prefix` (None: there is none)."""
+    stem = prefix.rstrip(chr(0x10FFFF))
+    if not stem:
+        return None
+    following = ord(stem[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # surrogates are no characters (and SQLite cannot hold them)
+        following = 0xE000
+    return stem[:-1] + chr(following)
+
+
+def _item(
+    scope: Scope,
+    key: str,
+    value: str,
+    metadata: str,
+    created_at: float,
+    updated_at: float,
+    expires_at: float | None,
+) -> MemoryItem:
+    return MemoryItem(
+        scope,
+        key,
+        json.loads(value),
+        json.loads(metadata),
+        _moment(created_at),  # type: ignore[arg-type]
+        _moment(updated_at),  # type: ignore[arg-type]
+        _moment(expires_at),
+    )
+
+
 def _epoch(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
@@ -690,18 +721,40 @@ class SQLiteStore(BaseStore):
             ).fetchone()
 
         row = await self._read(get)
-        if row is None:
-            return None
-        value, metadata, created_at, updated_at, expires_at = row
-        return MemoryItem(
-            scope,
-            key,
-            json.loads(value),
-            json.loads(metadata),
-            _moment(created_at),
-            _moment(updated_at),
-            _moment(expires_at),  # type: ignore[arg-type]
-        )
+        return None if row is None else _item(scope, key, *row)
+
+    async def items_with_key_prefix(
+        self, scope: Scope, prefix: str, *, limit: int = 100
+    ) -> list[MemoryItem]:
+        """The live items of `scope` whose keys start with `prefix` (case-sensitive), in key
+        order, at most `limit`: a range of the scope's key index, however large the scope."""
+        check_scope(scope)
+        check_key(prefix)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidRequest(f"limit {limit!r} must be an integer >= 1")
+        end = prefix_end(prefix)
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                "SELECT i.key, i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
+                " FROM items i JOIN scopes s ON s.id = i.scope_id"
+                " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
+                f" AND i.key >= ?{'' if end is None else ' AND i.key < ?'} AND {_LIVE}"
+                " ORDER BY i.key LIMIT ?",
+                (
+                    scope.project_id,
+                    scope.agent_id or "",
+                    scope.task_id or "",
+                    prefix,
+                    *([] if end is None else [end]),
+                    utcnow().timestamp(),
+                    limit,
+                ),
+            ).fetchall()
+
+        rows = await self._read(read)
+        # past the last code point there is no end to the range: the scan stops at the limit
+        return [_item(scope, *row) for row in rows if row[0].startswith(prefix)]
 
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None

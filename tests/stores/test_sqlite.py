@@ -8,6 +8,8 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from animus_flows.degrade import run_degraded
 from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
@@ -25,6 +27,7 @@ from animus_flows.stores.sqlite import (
     indexed_body,
     listing_statement,
     match_expression,
+    prefix_end,
     scoped_body,
 )
 
@@ -82,6 +85,76 @@ def test_updates_and_deletes_leave_nothing_behind_in_the_contentless_index(tmp_p
         assert [hit.key for hit in store.query(Scope("p"), "walrus")] == []
         assert store.delete_scope(Scope("p")) == 1
         assert _scope_terms(path, 1) == set()
+
+
+# keys around every edge of a key-index range: pattern characters, quotes, case, code
+# points past ASCII, before the surrogates, and the last one
+PREFIX_KEYS = ["a", "ab", "ab%", "ab_", "abc", "a'b", 'a"b', "Ab", "AB", "é", "éa", "z"]
+PREFIX_KEYS += ["\ud7ff", "\ud7ffx", "\ue000", "\U0010ffff", "\U0010ffffa", "\U0010ffff\U0010ffff"]
+
+
+@pytest.fixture(scope="module")
+def prefixed(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prefix") / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        for key in PREFIX_KEYS:
+            store.put(Scope("p"), key, "v")
+        store.put(Scope("p"), "ab-expired", "v")
+        store.put(Scope("p", agent_id="other"), "abz", "v")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE items SET expires_at = 1 WHERE key = 'ab-expired'")
+    conn.commit()
+    conn.close()
+    with SyncStore(SQLiteStore(path)) as store:
+        yield store
+
+
+@given(
+    prefix=st.one_of(
+        st.sampled_from([key[:n] for key in PREFIX_KEYS for n in range(1, len(key) + 1)]),
+        st.text(
+            st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]),
+            min_size=1,
+            max_size=3,
+        ),
+    ),
+    limit=st.integers(1, 20),
+)
+@settings(deadline=None)
+def test_items_with_a_key_prefix_are_a_range_of_the_key_index(prefixed, prefix, limit):
+    found = prefixed._run("items_with_key_prefix", Scope("p"), prefix, limit=limit)
+    expected = sorted(key for key in PREFIX_KEYS if key.startswith(prefix))[:limit]
+    assert [item.key for item in found] == expected
+    assert all(item.scope == Scope("p") and item.value == "v" for item in found)
+
+
+def test_a_key_prefix_read_walks_a_range_of_the_key_index(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", "v")
+    assert prefix_end("ab") == "ac" and prefix_end("a\U0010ffff") == "b"
+    assert prefix_end("\ud7ff") == "\ue000" and prefix_end("\U0010ffff") is None
+    conn = sqlite3.connect(path)
+    plan = " ".join(
+        row[3]
+        for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT i.key FROM items i JOIN scopes s ON s.id = i.scope_id"
+            " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
+            " AND i.key >= ? AND i.key < ? ORDER BY i.key",
+            ("p", "", "", "a", "b"),
+        )
+    )
+    conn.close()
+    assert "(scope_id=? AND key>? AND key<?)" in plan and "TEMP B-TREE" not in plan
+
+
+def test_a_key_prefix_is_checked_like_a_key(store):
+    with pytest.raises(InvalidRequest, match="must be a non-empty string"):
+        store._run("items_with_key_prefix", Scope("p"), "")
+    with pytest.raises(InvalidRequest, match="NUL"):
+        store._run("items_with_key_prefix", Scope("p"), "a\x00")
+    with pytest.raises(InvalidRequest, match="limit 0 must be an integer >= 1"):
+        store._run("items_with_key_prefix", Scope("p"), "a", limit=0)
 
 
 def test_each_scope_owns_a_disjoint_id_range():
