@@ -263,14 +263,15 @@ def test_ids_that_other_tools_wrote_are_found_by_prefix_as_typed(any_store_memor
     assert any_store_memory.get_memory("fx-_") is None  # no pattern characters
 
 
-def test_an_id_prefix_costs_the_same_in_any_scope(tmp_path):
-    # A lookup by prefix on SQLite reads a range of the key index; listing the id's `_bucket`
-    # slice read the whole scope (half a second at 100,000 memories).
-    async def instructions_per_lookup(items: int) -> int:
+def reader_steps(tmp_path, items: int, setup, measured) -> int:
+    """SQLite's virtual-machine instructions, in tens, that the store's reader executes for
+    `await measured(layer, await setup(layer))` in a scope of `items` filler memories."""
+
+    async def run() -> int:
         store = SQLiteStore(tmp_path / f"{items}.db")
         layer = AsyncMemoryLayer(store, SCOPE)
         await layer.import_memories(json.dumps([record(f"filler {i}") for i in range(items)]))
-        wanted = await layer.remember("the rates desk hedges EUR exposure")
+        prepared = await setup(layer)
         ticks = 0
 
         def tick() -> int:  # SQLite calls this every 10 virtual-machine instructions
@@ -278,15 +279,25 @@ def test_an_id_prefix_costs_the_same_in_any_scope(tmp_path):
             ticks += 1
             return 0
 
+        await store.get(SCOPE, "any")  # opens the reader connection
         store._reader.set_progress_handler(tick, 10)
-        assert (await layer.get_memory(wanted.id[:8].upper())).id == wanted.id
+        await measured(layer, prepared)
         await store.aclose()
         return ticks
 
-    small, large = (
-        asyncio.run(instructions_per_lookup(20)),
-        asyncio.run(instructions_per_lookup(3000)),
-    )
+    return asyncio.run(run())
+
+
+def test_an_id_prefix_costs_the_same_in_any_scope(tmp_path):
+    # A lookup by prefix on SQLite reads a range of the key index; listing the id's `_bucket`
+    # slice read the whole scope (half a second at 100,000 memories).
+    async def setup(layer):
+        return await layer.remember("the rates desk hedges EUR exposure")
+
+    async def lookup(layer, wanted):
+        assert (await layer.get_memory(wanted.id[:8].upper())).id == wanted.id
+
+    small, large = (reader_steps(tmp_path, items, setup, lookup) for items in (20, 3000))
     assert large < 2 * small
 
 
@@ -379,29 +390,14 @@ def test_a_new_version_links_its_parent_and_keeps_the_link_through_rewrites(memo
 def test_recall_reads_as_little_of_a_large_scope_as_of_a_small_one(tmp_path):
     # Newer versions are found through the links on the records. Recall used to list the scope
     # filtered on parent_id, which SQLite answers by reading every item: 165 ms at 100k.
-    async def instructions_per_recall(items: int) -> int:
-        store = SQLiteStore(tmp_path / f"{items}.db")
-        layer = AsyncMemoryLayer(store, SCOPE)
-        await layer.import_memories(json.dumps([record(f"filler {i}") for i in range(items)]))
+    async def setup(layer):
         v1 = await layer.remember("the rates desk hedges EUR exposure")
-        v2 = await layer.update_with_version(v1.id, content="the rates desk hedges USD exposure")
-        ticks = 0
+        return await layer.update_with_version(v1.id, content="the rates desk hedges USD exposure")
 
-        def tick() -> int:  # SQLite calls this every 10 virtual-machine instructions
-            nonlocal ticks
-            ticks += 1
-            return 0
-
-        await store.get(SCOPE, v1.id)  # opens the reader connection
-        store._reader.set_progress_handler(tick, 10)
+    async def recall(layer, v2):
         assert [m.id for m in await layer.recall("rates desk")] == [v2.id]
-        await store.aclose()
-        return ticks
 
-    small, large = (
-        asyncio.run(instructions_per_recall(20)),
-        asyncio.run(instructions_per_recall(3000)),
-    )
+    small, large = (reader_steps(tmp_path, items, setup, recall) for items in (20, 3000))
     assert large < 2 * small
 
 
