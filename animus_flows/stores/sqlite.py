@@ -752,9 +752,7 @@ class SQLiteStore(BaseStore):
                 ),
             ).fetchall()
 
-        rows = await self._read(read)
-        # past the last code point there is no end to the range: the scan stops at the limit
-        return [_item(scope, *row) for row in rows if row[0].startswith(prefix)]
+        return [_item(scope, *row) for row in await self._read(read)]
 
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
