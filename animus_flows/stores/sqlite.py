@@ -373,6 +373,7 @@ class SQLiteStore(BaseStore):
         self._reader_lock = threading.Lock()
         self._term_counts = TermCounts()
         self._schema_current = False  # the file exists with the current schema, in WAL mode
+        self._writer_wanted = False  # the file must be created or migrated first
 
     def describe(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -417,16 +418,19 @@ class SQLiteStore(BaseStore):
         """Whether the file already is a WAL store of the current schema, checked through the
         reader. Then reads need no writer: no thread, and no wait for another process's write,
         as switching a file to WAL mode or migrating it would."""
-        if not self.path.is_file() or not self._reader_lock.acquire(blocking=False):
+        if self._writer_wanted or not self._reader_lock.acquire(blocking=False):
             return False
         try:
-            reader = self._reader or self._open_reader()
-            wal = reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            self._schema_current = wal and _schema_version(reader) == SCHEMA_VERSION
+            if self.path.is_file():
+                reader = self._reader or self._open_reader()
+                wal = reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+                self._schema_current = wal and _schema_version(reader) == SCHEMA_VERSION
         except sqlite3.Error:
             pass  # the writer's open waits out a lock, or reports what is wrong with the file
         finally:
             self._reader_lock.release()
+        # reads started meanwhile (a gather of many) wait for the writer without checking again
+        self._writer_wanted = not self._schema_current
         return self._schema_current
 
     def _open_reader(self) -> sqlite3.Connection:
