@@ -1,6 +1,6 @@
 """Memory layer: recall, history and lookups in one large scope, versions linked or not.
 
-    .venv/bin/python benchmarks/bench_layer.py [--memories 100000] [--calls 30]
+    .venv/bin/python benchmarks/bench_layer.py [--memories 100000] [--calls 30] [--imports 100000]
 
 Two scopes of the same SQLite file hold `--memories` memories each (30 words from bench_loader's
 vocabulary) and one versioned memory (v1 to v3). In scope `linked` the records carry
@@ -10,18 +10,23 @@ SQLite answers by reading the scope (as every recall did before the links). The 
 alternate between the scopes; each figure is the median of `--calls` calls (prefix lookups:
 a fifth as many). A recall writes its hits back, which links them: text recalls draw fresh
 words each time, while the empty recall's hits are linked after its first call.
+
+Then `--imports` records are imported into a new scope of a new file, and again into another
+file by a store whose `optimize()` does nothing; 4-word queries alternate between the two.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import platform
 import random
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -66,6 +71,46 @@ async def chain(store: SQLiteStore, scope: Scope, *, linked: bool) -> list[str]:
     return ids
 
 
+class UnoptimizedStore(SQLiteStore):
+    """The SQLite store with `optimize()` a no-op: an import as it was before imports
+    optimized."""
+
+    async def optimize(self) -> None:
+        return None
+
+
+async def imports(folder: Path, count: int, calls: int) -> dict[str, dict[str, float]]:
+    """`import_memories` of `count` records into a new scope, then 4-word queries, with the
+    import's `optimize()` and without it."""
+    rng, words = random.Random(13), vocabulary()
+    text = json.dumps(
+        [
+            {"id": str(uuid.uuid4()), "content": " ".join(rng.choices(words, k=30))}
+            for _ in range(count)
+        ]
+    )
+    scope = Scope("bench", agent_id="imported")
+    stores = {
+        "optimized": SQLiteStore(folder / "imported.db"),
+        "not optimized": UnoptimizedStore(folder / "imported-unoptimized.db"),
+    }
+    figures: dict[str, dict[str, float]] = {"import": {}}
+    for name, store in stores.items():
+        started = time.perf_counter()
+        await AsyncMemoryLayer(store, scope).import_memories(text)
+        figures["import"][name] = (time.perf_counter() - started) * 1000
+    figures["query, 4 words"] = await alternated(
+        calls,
+        {
+            name: lambda store=store: store.query(scope, " ".join(rng.sample(words, 4)))
+            for name, store in stores.items()
+        },
+    )
+    for store in stores.values():
+        await store.aclose()
+    return figures
+
+
 async def alternated(
     calls: int, scopes: dict[str, Callable[[], Awaitable[object]]]
 ) -> dict[str, float]:
@@ -83,6 +128,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--imports", type=int, default=100_000)
     args = parser.parse_args()
     print(f"{platform.machine()}, Python {platform.python_version()}, {args.memories:,} per scope")
 
@@ -126,10 +172,15 @@ async def main() -> None:
             ),
         }
         await store.aclose()
+        imported = await imports(Path(folder), args.imports, 10 * args.calls)
 
     print("\n| call | linked records | records without links |\n| --- | ---: | ---: |")
     for call, medians in figures.items():
         print(f"| {call} | {medians['linked']:.2f} ms | {medians['unlinked']:.2f} ms |")
+    print(f"\n{args.imports:,} records imported into a new scope, then SQLite queries there:")
+    print("| | import optimizes | import without optimize() |\n| --- | ---: | ---: |")
+    for call, medians in imported.items():
+        print(f"| {call} | {medians['optimized']:.2f} ms | {medians['not optimized']:.2f} ms |")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ it, each documented in docs/memory.md:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -55,6 +56,12 @@ from animus_flows.stores.base import SyncStore, check_scope
 from animus_flows.sync import LoopRunner, blocking_method
 
 _HEX = "0123456789abcdef"
+# An import of this many records ends with the store's optimize(): a bulk write leaves SQLite's
+# full-text index in many segments. After a 100,000-memory import, queries took 1.65 ms instead
+# of 0.92 ms until it was merged, which added 1.2 s to the 30 s import (bench_layer).
+OPTIMIZE_AFTER_IMPORT = 1000
+
+logger = logging.getLogger(__name__)
 
 #: The score a memory gets in `recall` for being linked to an entity the query names.
 ENTITY_MATCH_SCORE = 0.5
@@ -625,7 +632,20 @@ class AsyncMemoryLayer:
             check_user_metadata(memory.metadata)
             self._ingest(memory, extract=not memory.entities)
         await self._write(memories + await self._link_versions(memories))
+        if len(memories) >= OPTIMIZE_AFTER_IMPORT:
+            await self._optimize_store()
         return len(memories)
+
+    async def _optimize_store(self) -> None:
+        """Run the store's `optimize()`, when it has one, after a bulk import. The import stands
+        whatever happens: a failure is logged, not raised."""
+        optimize = getattr(self.store, "optimize", None)
+        if not callable(optimize):
+            return
+        try:
+            await optimize()
+        except StoreError as exc:
+            logger.warning("imported into %s, but could not optimize the store: %s", self, exc)
 
     async def _link_versions(self, memories: list[Memory]) -> list[Memory]:
         """Link imported records to their newer versions; returns stored parents to rewrite.

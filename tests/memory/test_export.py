@@ -1,12 +1,13 @@
 """Export, import and backup: the document, strict validation, idempotency, atomic ZIPs."""
 
 import json
+import sqlite3
 import uuid
 import zipfile
 
 import pytest
 
-from animus_flows.errors import InvalidRequest
+from animus_flows.errors import InvalidRequest, StoreUnavailable
 from animus_flows.memory import Memory, MemoryLayer
 from animus_flows.memory.export import (
     EXPORT_FORMAT,
@@ -14,6 +15,7 @@ from animus_flows.memory.export import (
     parse_export,
     read_backup,
 )
+from animus_flows.memory.layer import OPTIMIZE_AFTER_IMPORT
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 
@@ -45,6 +47,39 @@ def test_import_is_idempotent_on_ids(memory):
     assert memory.import_memories(text) == 5
     assert memory.import_memories(text) == 5
     assert len(memory.recall("", limit=50)) == 5
+
+
+def _segments(db) -> int:
+    conn = sqlite3.connect(db)
+    (count,) = conn.execute("SELECT count(DISTINCT segid) FROM items_fts_idx").fetchone()
+    conn.close()
+    return count
+
+
+def _records(count: int, word: str) -> str:
+    return json.dumps([{"id": str(uuid.uuid4()), "content": f"{word} {n}"} for n in range(count)])
+
+
+def test_a_bulk_import_leaves_the_full_text_index_in_one_segment(memory, db):
+    # each write adds a segment to SQLite's full-text index; queries read every segment
+    for word in ("alpha", "beta"):
+        memory.import_memories(_records(OPTIMIZE_AFTER_IMPORT - 1, word))
+    assert _segments(db) == 2
+    memory.import_memories(_records(OPTIMIZE_AFTER_IMPORT, "gamma"))
+    assert _segments(db) == 1
+    assert len(memory.recall("beta", limit=5)) == 5
+
+
+class UnoptimizableStore(SQLiteStore):
+    async def optimize(self) -> None:
+        raise StoreUnavailable(f"SQLite store {self.path} failed: disk I/O error")
+
+
+def test_an_import_stands_when_optimizing_the_store_fails(db, caplog):
+    with MemoryLayer(UnoptimizableStore(db), SCOPE) as layer:
+        assert layer.import_memories(_records(OPTIMIZE_AFTER_IMPORT, "delta")) == 1000
+        assert len(layer.recall("delta", limit=3)) == 3
+    assert "could not optimize the store: SQLite store" in caplog.text
 
 
 def test_import_accepts_a_bare_list_and_defaults_provenance(memory):
