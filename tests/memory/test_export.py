@@ -1,5 +1,6 @@
 """Export, import and backup: the document, strict validation, idempotency, atomic ZIPs."""
 
+import asyncio
 import json
 import sqlite3
 import uuid
@@ -8,7 +9,7 @@ import zipfile
 import pytest
 
 from animus_flows.errors import InvalidRequest, StoreUnavailable
-from animus_flows.memory import Memory, MemoryLayer
+from animus_flows.memory import AsyncMemoryLayer, Memory, MemoryLayer
 from animus_flows.memory.export import (
     EXPORT_FORMAT,
     export_document,
@@ -68,6 +69,28 @@ def test_a_bulk_import_leaves_the_full_text_index_in_one_segment(memory, db):
     memory.import_memories(_records(OPTIMIZE_AFTER_IMPORT, "gamma"))
     assert _segments(db) == 1
     assert len(memory.recall("beta", limit=5)) == 5
+
+
+def test_an_import_into_an_empty_scope_reads_no_record_back(tmp_path):
+    # a restore into a new scope: no stored copy can carry links, so none is read one by one
+    async def reader_instructions(count: int) -> int:
+        store = SQLiteStore(tmp_path / f"{count}.db")
+        await store.put(Scope("demo", agent_id="other"), "k", "v")
+        await store.get(SCOPE, "k")  # opens the reader connection
+        ticks = 0
+
+        def tick() -> int:  # SQLite calls this every 10 virtual-machine instructions
+            nonlocal ticks
+            ticks += 1
+            return 0
+
+        store._reader.set_progress_handler(tick, 10)
+        assert await AsyncMemoryLayer(store, SCOPE).import_memories(_records(count, "w")) == count
+        await store.aclose()
+        return ticks
+
+    small, large = asyncio.run(reader_instructions(20)), asyncio.run(reader_instructions(2000))
+    assert large < 2 * small
 
 
 class UnoptimizableStore(SQLiteStore):
