@@ -1,11 +1,16 @@
 """Secret redaction: a corpus of secrets that must go and look-alikes that must stay."""
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from animus_flows.redaction import (
+    _PATTERNS,
+    _SECRET_NAMES,
     REDACTION_TYPES,
+    _may_name_a_secret,
     redact,
     redact_item,
     redact_json,
@@ -165,6 +170,29 @@ def test_redaction_never_fails_and_is_idempotent(text):
     assert redact(once.text).text == once.text
     assert (once.count > 0) == (once.text != text)
     assert once.count >= len(once.types)
+
+
+# Each pattern runs only on text holding one of its literals; these check that none of its
+# matches lacks one, so skipping it never misses a secret.
+@pytest.mark.parametrize("kind, needed, pattern", _PATTERNS, ids=[kind for kind, *_ in _PATTERNS])
+@given(data=st.data())
+def test_a_pattern_never_matches_text_without_its_literals(kind, needed, pattern, data):
+    match = data.draw(st.from_regex(pattern, fullmatch=True))
+    assert any(literal in match for literal in needed)
+
+
+@pytest.mark.parametrize("kind", list(_SECRET_NAMES))
+@given(data=st.data())
+def test_every_spelling_of_a_secret_name_is_looked_at(kind, data):
+    name = data.draw(st.from_regex(re.compile(_SECRET_NAMES[kind], re.IGNORECASE), fullmatch=True))
+    assert _may_name_a_secret(f"the {name}=Zq81xv90 here")
+
+
+@pytest.mark.parametrize(
+    "text", ["pa\u017fsword=hunter2x9", "ap\u0131_key=4f8a9c2e71", "DB_PASSWORD=hunter2x9"]
+)
+def test_names_spelled_with_case_folded_characters_are_redacted(text):
+    assert redact(text).count == 1  # the long s, the dotless i: Unicode case folding
 
 
 def test_json_values_are_walked_and_secret_named_keys_redacted_whole():
