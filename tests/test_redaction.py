@@ -7,8 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from animus_flows.redaction import (
+    _BEARER,
     _PATTERNS,
     _SECRET_NAMES,
+    _URL_PASSWORD,
     REDACTION_TYPES,
     _may_name_a_secret,
     redact,
@@ -179,6 +181,15 @@ def test_redaction_never_fails_and_is_idempotent(text):
 def test_a_pattern_never_matches_text_without_its_literals(kind, needed, pattern, data):
     match = data.draw(st.from_regex(pattern, fullmatch=True))
     assert any(literal in match for literal in needed)
+
+
+@pytest.mark.parametrize(
+    "pattern, needed", [(_BEARER, ("Bearer",)), (_URL_PASSWORD, ("://", "@"))], ids=str
+)
+@given(data=st.data())
+def test_bearer_tokens_and_url_passwords_need_their_literals(pattern, needed, data):
+    match = pattern.search(data.draw(st.from_regex(pattern)))  # (a lookahead ends the URL's)
+    assert all(literal in match.group(0) for literal in needed)
 
 
 @pytest.mark.parametrize("kind", list(_SECRET_NAMES))
