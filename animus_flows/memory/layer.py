@@ -58,7 +58,7 @@ from animus_flows.sync import LoopRunner, blocking_method
 _HEX = "0123456789abcdef"
 # An import of this many records ends with the store's optimize(): a bulk write leaves SQLite's
 # full-text index in many segments. After a 100,000-memory import, queries took 1.64 ms instead
-# of 0.88 ms until it was merged, which took 0.44 s of a 21 s import (bench_layer).
+# of 0.88 ms until it was merged, which took 0.44 s of a 15 s import (bench_layer).
 OPTIMIZE_AFTER_IMPORT = 1000
 
 logger = logging.getLogger(__name__)
