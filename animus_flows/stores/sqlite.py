@@ -227,6 +227,22 @@ def frequency_statement(terms: int) -> str:
     return "SELECT " + ", ".join([count] * terms)
 
 
+# Terms counted per statement: a connection compiles a statement for each number of terms up to
+# this (0.1 to 0.4 ms each, more than running one) and reuses them; longer lists run in batches.
+COUNT_BATCH = 8
+
+
+def count_matches(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+    """Each scoped term's match count, as `frequency_statement` bounds it."""
+    counts: dict[str, int] = {}
+    for start in range(0, len(terms), COUNT_BATCH):
+        batch = terms[start : start + COUNT_BATCH]
+        quoted = [match_expression([term]) for term in batch]
+        row = conn.execute(frequency_statement(len(batch)), quoted).fetchone()
+        counts.update(zip(batch, row, strict=True))
+    return counts
+
+
 class TermCounts:
     """Each scoped term's match count (as `frequency_statement` bounds it), kept while the
     file is unchanged.
@@ -258,9 +274,7 @@ class TermCounts:
             counts = {}
         missing = [term for term in dict.fromkeys(terms) if term not in counts]
         if missing:
-            quoted = [match_expression([term]) for term in missing]
-            row = conn.execute(frequency_statement(len(missing)), quoted).fetchone()
-            counts.update(zip(missing, row, strict=True))
+            counts.update(count_matches(conn, missing))
         return {term: counts[term] for term in terms}
 
 

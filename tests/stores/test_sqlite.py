@@ -16,11 +16,13 @@ from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.protocol import Scope, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.sqlite import (
+    COUNT_BATCH,
     MAX_CANDIDATES,
     SCHEMA_VERSION,
     TermCounts,
     bm25_score,
     choose_terms,
+    count_matches,
     filter_clause,
     frequency_statement,
     id_range,
@@ -552,6 +554,26 @@ def test_term_counts_stop_past_the_candidate_bound(tmp_path):
     row = conn.execute(frequency_statement(len(terms)), terms).fetchone()
     conn.close()
     assert row == (MAX_CANDIDATES + 1, 5, 0)
+
+
+def test_term_counts_run_a_few_statement_texts_whatever_the_number_of_terms(tmp_path):
+    # a connection compiles each statement text once: one per number of terms would mean a
+    # compile for most queries of a new connection
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        for n in range(30):
+            store.put(Scope("p"), f"k{n}", f"w{n} w{n + 1}")
+    conn = sqlite3.connect(path)
+    statements: set[str] = set()
+    conn.set_trace_callback(statements.add)
+    (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
+    for size in range(1, 26):
+        terms = [f"{scope_id}xw{n}" for n in range(size)] + [f"{scope_id}xabsent"]
+        counts = count_matches(conn, terms)
+        assert counts == {**{t: 1 if t.endswith("w0") else 2 for t in terms[:-1]}, terms[-1]: 0}
+    conn.close()
+    sizes = {sql.count("count(*)") for sql in statements if "count(*)" in sql}
+    assert sizes == set(range(1, COUNT_BATCH + 1))  # a statement text per size, at most 8
 
 
 def test_term_counts_are_kept_until_another_connection_commits(tmp_path):
