@@ -7,7 +7,7 @@ JSON-RPC plugin surface.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -294,6 +294,16 @@ class KeyPrefixReads(Protocol):
     async def items_with_key_prefix(
         self, scope: Scope, prefix: str, *, limit: int = 100
     ) -> list[MemoryItem]: ...
+
+
+@runtime_checkable
+class BatchedKeyReads(Protocol):
+    """An optional, in-process extension of a store (no JSON-RPC method): reading many keys of
+    one scope at once. The memory layer reads stored copies through it when its store offers
+    it (an import into a scope that holds memories reads one per record), and with a `get`
+    per key otherwise."""
+
+    async def get_many(self, scope: Scope, keys: Sequence[str]) -> dict[str, MemoryItem]: ...
 
 
 def utcnow() -> datetime:

@@ -8,6 +8,9 @@
    worst case; store c: 50 task scopes), top_k 8, budget 2,000 per binding; the prompt is 12
    words drawn like the documents' text (bench_sqlite's Zipf corpus); no Prefect involved.
    Wall-clock time, and the thread's CPU time (they match when the hook is CPU-bound).
+   1b. The hook's CPU time again, back to back as in 1, and after 5 ms asleep or 5 ms busy
+   spinning before each call, alternated: what the same work costs when something else ran
+   first, as in a phase, where Prefect's task engine runs before the hook.
 2. Per-phase orchestration with the full audit (hooks, logs, events, artifacts, all sent
    through the outbox) against a bare Prefect task doing nothing, side by side in one process
    and one Prefect server; the outbox's drain at the end of each run; and what two synchronous
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,8 +128,11 @@ async def seed(folder: Path, items: int) -> None:
         await store.aclose()
 
 
-async def hook_latency(workflow_path: Path, rounds: int) -> tuple[list[float], list[float]]:
-    """Wall-clock and CPU milliseconds of each round after the warm-up."""
+async def hook_latency(
+    workflow_path: Path, rounds: int, before: Callable[[], Awaitable[None]] | None = None
+) -> tuple[list[float], list[float]]:
+    """Wall-clock and CPU milliseconds of each round after the warm-up; `before` is awaited,
+    untimed, before each round."""
     from animus_flows.audit import AuditTrail
     from animus_flows.budget import TokenBudget, TokenCounter
     from animus_flows.config.loader import load_workflow
@@ -161,6 +168,8 @@ async def hook_latency(workflow_path: Path, rounds: int) -> tuple[list[float], l
             AuditTrail(),
             plugins,
         )
+        if before is not None:
+            await before()
         started, started_cpu = time.perf_counter(), time.thread_time()
         await memory_bindings(ctx)
         if n >= 20:  # warm-up: first queries load pages and the vocabulary
@@ -168,6 +177,33 @@ async def hook_latency(workflow_path: Path, rounds: int) -> tuple[list[float], l
             cpu.append((time.thread_time() - started_cpu) * 1000)
     await plugins.aclose()
     return samples, cpu
+
+
+def spin(seconds: float) -> None:
+    """Keep this thread busy, touching almost no memory."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+async def after_other_work(
+    workflow_path: Path, rounds: int, blocks: int = 4
+) -> dict[str, list[float]]:
+    """The hook's CPU time back to back, and after 5 ms asleep or busy elsewhere, alternated
+    in `blocks` blocks."""
+
+    async def sleep() -> None:
+        await asyncio.sleep(0.005)
+
+    async def busy() -> None:
+        spin(0.005)
+
+    pauses = {"back to back": None, "after 5 ms asleep": sleep, "after 5 ms busy": busy}
+    cpu: dict[str, list[float]] = {name: [] for name in pauses}
+    for _ in range(blocks):
+        for name, before in pauses.items():
+            cpu[name] += (await hook_latency(workflow_path, rounds // blocks, before))[1]
+    return cpu
 
 
 def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, list[float]]:
@@ -338,6 +374,11 @@ def main() -> None:
         print(
             f"1. memory_bindings hook, 3 bindings x {args.items:,} items, top_k 8, budget 2,000: "
             f"{fmt(samples)} (CPU time: {fmt(cpu)})"
+        )
+        paused = asyncio.run(after_other_work(path, args.rounds))
+        print(
+            "1b. the same hook's CPU time, alternated: "
+            + "; ".join(f"{name} {fmt(times)}" for name, times in paused.items())
         )
         report_orchestration(
             f"2. per phase, {args.items:,}-item stores",

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from animus_flows.disclosure import EGRESS_FILTER
+from animus_flows.disclosure import EGRESS_FILTER, is_superseded
 from animus_flows.errors import InvalidRequest, StoreError
 from animus_flows.memory.entities import extract_entities, query_entity_keys
 from animus_flows.memory.export import dumps, export_document, parse_export, write_backup
@@ -50,7 +50,16 @@ from animus_flows.memory.records import (
     to_store,
 )
 from animus_flows.memory.tiers import TierPolicy, after_access, reviewed, shifted
-from animus_flows.protocol import JSON, KeyPrefixReads, MemoryStore, QueryHit, Scope, utcnow
+from animus_flows.protocol import (
+    JSON,
+    BatchedKeyReads,
+    KeyPrefixReads,
+    MemoryItem,
+    MemoryStore,
+    QueryHit,
+    Scope,
+    utcnow,
+)
 from animus_flows.redaction import redact, redact_json, redaction_metadata
 from animus_flows.stores.base import SyncStore, check_scope
 from animus_flows.sync import LoopRunner, blocking_method
@@ -657,22 +666,28 @@ class AsyncMemoryLayer:
         """
         newest = newest_versions(memories)
         imported = {memory.id: memory for memory in memories}
-        ids = [*imported, *(i for i in newest if i not in imported)]
-        if await self.store.query(self.scope, "", top_k=1):
-            stored = await asyncio.gather(*(self._get(i) for i in ids))
-        else:  # an empty scope, as a restore's usually is: no stored copy to read one by one
-            stored = [None] * len(ids)
+        for memory_id, child in newest.items():
+            if memory_id in imported:
+                _set_successor(imported[memory_id], child.id)
+        # the stored copies that matter: of records that no record supersedes, and of parents
+        wanted = [i for i in imported if i not in newest] + [i for i in newest if i not in imported]
+        if not wanted or not await self.store.query(self.scope, "", top_k=1):
+            return []  # an empty scope, as a restore's usually is: no stored copy to read
+        stored = await self._items(wanted)
         relinked = []
-        for memory_id, copy in zip(ids, stored, strict=True):
+        for memory_id in wanted:
+            item = stored.get(memory_id)
+            if item is None or is_tombstone(item.metadata):
+                continue
             record = imported.get(memory_id)
             if record is None:
-                if copy is not None and copy.superseded_by is None:
-                    _set_successor(copy, newest[memory_id].id)
-                    relinked.append(copy)
-            elif memory_id in newest:
-                _set_successor(record, newest[memory_id].id)
-            elif copy is not None and (copy.superseded_by is not None or _unlinked(copy)):
-                _carry_link(copy, record)
+                if not is_superseded(item.value):
+                    parent = _memory_of(item)
+                    _set_successor(parent, newest[memory_id].id)
+                    relinked.append(parent)
+            # decoded only when its link carries over: most records of a re-import have none
+            elif is_superseded(item.value) or successor_unknown(item.value, item.metadata):
+                _carry_link(_memory_of(item), record)
         return relinked
 
     async def backup(self, path: str | Path) -> Path:
@@ -717,10 +732,16 @@ class AsyncMemoryLayer:
             await self.store.put(scope, key, value, metadata=metadata)
 
     async def _get(self, memory_id: str) -> Memory | None:
-        item = await self.store.get(self.scope, memory_id)
-        if item is None or is_tombstone(item.metadata):
-            return None
-        return _read(item.key, item.value, item.metadata, item.created_at, item.updated_at)
+        return _as_memory(await self.store.get(self.scope, memory_id))
+
+    async def _items(self, keys: Sequence[str]) -> dict[str, MemoryItem]:
+        """The scope's live items among `keys`, by key: in batches from a store that reads
+        many keys at once, with a `get` per key from any other."""
+        if isinstance(self.store, BatchedKeyReads):
+            return await self.store.get_many(self.scope, keys)
+        unique = list(dict.fromkeys(keys))
+        items = await asyncio.gather(*(self.store.get(self.scope, key) for key in unique))
+        return {key: item for key, item in zip(unique, items, strict=True) if item is not None}
 
     async def _with_id_prefix(self, memory_id: str) -> list[QueryHit]:
         """At most `_cap` items whose ids may start with `memory_id` in any case, tombstones
@@ -751,8 +772,7 @@ class AsyncMemoryLayer:
         the hits are every item of the scope, so they hold every newer version there is."""
         live = [hit for hit in hits if not is_tombstone(hit.metadata)]
         missing = [hit.key for hit in live if stored_time(hit.value, "created_at") is None]
-        items = await asyncio.gather(*(self.store.get(self.scope, key) for key in missing))
-        times = {item.key: item for item in items if item is not None}
+        times = await self._items(missing) if missing else {}
         decoded = []
         for hit in live:
             item = times.get(hit.key)
@@ -837,11 +857,11 @@ class AsyncMemoryLayer:
         newer version is there (a key lookup each, for the few memories that have one)."""
         await self._look_up_links([memory for memory, _ in found])
         linked = [(m, m.superseded_by) for m, _ in found if m.superseded_by is not None]
-        newer = await asyncio.gather(*(self.store.get(self.scope, key) for _, key in linked))
+        newer = await self._items([key for _, key in linked]) if linked else {}
         superseded = {
             memory.id
-            for (memory, _), item in zip(linked, newer, strict=True)
-            if item is not None
+            for memory, key in linked
+            if (item := newer.get(key)) is not None
             and not is_tombstone(item.metadata)
             and item.metadata.get("parent_id") == memory.id
         }
@@ -956,6 +976,17 @@ def _read(
     if successor_unknown(value, metadata):
         setattr(memory, _UNLINKED, True)
     return memory
+
+
+def _as_memory(item: MemoryItem | None) -> Memory | None:
+    """A stored item as its memory; None for no item or a tombstone."""
+    if item is None or is_tombstone(item.metadata):
+        return None
+    return _memory_of(item)
+
+
+def _memory_of(item: MemoryItem) -> Memory:
+    return _read(item.key, item.value, item.metadata, item.created_at, item.updated_at)
 
 
 def _unlinked(memory: Memory) -> bool:

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import math
 import sqlite3
 import uuid
 import zipfile
@@ -19,6 +20,7 @@ from animus_flows.memory.export import (
 from animus_flows.memory.layer import OPTIMIZE_AFTER_IMPORT
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
+from animus_flows.stores.sqlite import GET_MANY_BATCH
 
 SCOPE = Scope("demo", agent_id="dev")
 
@@ -91,6 +93,24 @@ def test_an_import_into_an_empty_scope_reads_no_record_back(tmp_path):
 
     small, large = asyncio.run(reader_instructions(20)), asyncio.run(reader_instructions(2000))
     assert large < 2 * small
+
+
+def test_an_import_into_a_scope_holding_memories_reads_the_stored_copies_in_batches(tmp_path):
+    # a re-import: each record's stored copy may carry a version link over, and SQLite reads
+    # them GET_MANY_BATCH keys at a time instead of one `get` each
+    async def reads(text: str) -> list[str]:
+        store = SQLiteStore(tmp_path / "m.db")
+        layer = AsyncMemoryLayer(store, SCOPE)
+        assert await layer.import_memories(text) == 1200
+        statements: list[str] = []
+        store._reader.set_trace_callback(statements.append)
+        assert await layer.import_memories(text) == 1200
+        await store.aclose()
+        return [s for s in statements if "FROM items i JOIN scopes s" in s]
+
+    statements = asyncio.run(reads(_records(1200, "w")))
+    assert len(statements) == math.ceil(1200 / GET_MANY_BATCH)
+    assert all("i.key IN" in s for s in statements)
 
 
 class UnoptimizableStore(SQLiteStore):

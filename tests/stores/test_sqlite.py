@@ -17,6 +17,7 @@ from animus_flows.protocol import Scope, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.sqlite import (
     COUNT_BATCH,
+    GET_MANY_BATCH,
     MAX_CANDIDATES,
     SCHEMA_VERSION,
     TermCounts,
@@ -157,6 +158,41 @@ def test_a_key_prefix_is_checked_like_a_key(store):
         store._run("items_with_key_prefix", Scope("p"), "a\x00")
     with pytest.raises(InvalidRequest, match="limit 0 must be an integer >= 1"):
         store._run("items_with_key_prefix", Scope("p"), "a", limit=0)
+
+
+@given(
+    keys=st.lists(
+        st.one_of(
+            st.sampled_from([*PREFIX_KEYS, "ab-expired", "abz"]),
+            st.text(
+                st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), min_size=1
+            ),
+        ),
+        max_size=12,
+    )
+)
+@settings(deadline=None)
+def test_get_many_reads_what_get_reads_key_by_key(prefixed, keys):
+    # with duplicates, absent keys, an expired item and a key another scope holds
+    found = prefixed._run("get_many", Scope("p"), keys)
+    one_by_one = {key: prefixed.get(Scope("p"), key) for key in keys}
+    assert found == {key: item for key, item in one_by_one.items() if item is not None}
+
+
+def test_get_many_reads_past_one_batch(tmp_path):
+    keys = [f"k{n}" for n in range(2 * GET_MANY_BATCH + 1)]
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        store._run("put_many", [(Scope("p"), key, {"n": n}, {}) for n, key in enumerate(keys)])
+        found = store._run("get_many", Scope("p"), [*keys, "absent"])
+    assert found.keys() == set(keys) and found[keys[-1]].value == {"n": len(keys) - 1}
+
+
+def test_get_many_checks_its_keys_like_get(store):
+    with pytest.raises(InvalidRequest, match="must be a list of keys, not one string"):
+        store._run("get_many", Scope("p"), "key")
+    with pytest.raises(InvalidRequest, match="NUL"):
+        store._run("get_many", Scope("p"), ["ok", "a\x00"])
+    assert store._run("get_many", Scope("p"), []) == {}
 
 
 def test_each_scope_owns_a_disjoint_id_range():
