@@ -12,7 +12,9 @@ pytest runs every check against it::
             return MyStore(tmp_path / "db")
 
 Async-indexed stores override `eventually_consistent` to wait until writes are searchable.
-Tests of optional capabilities skip when the store's flag is off. Needs pytest-asyncio.
+Tests of optional capabilities skip when the store's flag is off, and tests of the optional
+in-process extensions (`KeyPrefixReads`, `BatchedKeyReads`) when the store does not offer them.
+Needs pytest-asyncio.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ import pytest
 import pytest_asyncio
 
 from animus_flows.errors import InvalidRequest, InvalidScope
-from animus_flows.protocol import MemoryItem, MemoryStore, QueryHit, Scope
+from animus_flows.protocol import (
+    BatchedKeyReads,
+    KeyPrefixReads,
+    MemoryItem,
+    MemoryStore,
+    QueryHit,
+    Scope,
+)
 
 #: Pairs of ids that a careless store confuses: LIKE wildcards, path separators, quoting,
 #: Unicode normalization and case, FTS operators, and our own scope-token spelling.
@@ -341,3 +350,37 @@ class StoreConformance:
         await s.put(scope, "k0", "back again")
         got = await s.get(scope, "k0")
         assert got is not None and got.value == "back again"
+
+    # -- optional in-process extensions ---------------------------------------------------
+
+    def skip_unless_offered(self, store: MemoryStore, extension: type) -> None:
+        if not isinstance(store, extension):
+            pytest.skip(f"store does not offer {extension.__name__}")
+
+    async def test_get_many_reads_what_get_reads(self, s: MemoryStore) -> None:
+        self.skip_unless_offered(s, BatchedKeyReads)
+        scope = Scope("many", agent_id="a")
+        keys = list(dict.fromkeys(key for pair in AWKWARD_ID_PAIRS for key in pair))
+        for key in keys[::2]:
+            await s.put(scope, key, {"key": key})
+        await s.put(Scope("many", agent_id="b"), keys[1], "another scope's")
+        wanted = [*keys, keys[0], "absent"]
+        found = await s.get_many(scope, wanted)  # type: ignore[attr-defined]
+        one_by_one = {key: await s.get(scope, key) for key in wanted}
+        assert found == {key: item for key, item in one_by_one.items() if item is not None}
+        with pytest.raises(InvalidRequest):
+            await s.get_many(scope, "a key, not a list")  # type: ignore[attr-defined]
+
+    async def test_items_with_key_prefix_are_the_keys_that_start_with_it(
+        self, s: MemoryStore
+    ) -> None:
+        self.skip_unless_offered(s, KeyPrefixReads)
+        scope = Scope("prefix")
+        keys = sorted({key for pair in AWKWARD_ID_PAIRS for key in pair})
+        for key in keys:
+            await s.put(scope, key, "v")
+        await s.put(Scope("prefix", agent_id="x"), "a-of-another-scope", "v")
+        for prefix in ("a", "a%", "a_", "it", "Caf", "caf", "東", "\\", "emoji-", "%"):
+            found = await s.items_with_key_prefix(scope, prefix, limit=50)  # type: ignore[attr-defined]
+            assert sorted(item.key for item in found) == [k for k in keys if k.startswith(prefix)]
+        assert len(await s.items_with_key_prefix(scope, "a", limit=2)) == 2  # type: ignore[attr-defined]
