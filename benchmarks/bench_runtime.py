@@ -9,8 +9,8 @@
    words drawn like the documents' text (bench_sqlite's Zipf corpus); no Prefect involved.
    Wall-clock time, and the thread's CPU time (they match when the hook is CPU-bound).
    1b. The hook's CPU time again, back to back as in 1, and after 5 ms asleep or 5 ms busy
-   spinning before each call, alternated: what the same work costs when something else ran
-   first, as in a phase, where Prefect's task engine runs before the hook.
+   spinning, the three taking turns call by call: what the same work costs when something
+   else ran first, as in a phase, where Prefect's task engine runs before the hook.
 2. Per-phase orchestration with the full audit (hooks, logs, events, artifacts, all sent
    through the outbox) against a bare Prefect task doing nothing, side by side in one process
    and one Prefect server; the outbox's drain at the end of each run; and what two synchronous
@@ -37,11 +37,14 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_sqlite's corpus
+
+WARM_UP = 20  # hooks run before any is timed
+Pause = Callable[[], Awaitable[None]] | None
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -129,10 +132,10 @@ async def seed(folder: Path, items: int) -> None:
 
 
 async def hook_latency(
-    workflow_path: Path, rounds: int, before: Callable[[], Awaitable[None]] | None = None
+    workflow_path: Path, rounds: int, pauses: Sequence[Pause] = (None,)
 ) -> tuple[list[float], list[float]]:
-    """Wall-clock and CPU milliseconds of each round after the warm-up; `before` is awaited,
-    untimed, before each round."""
+    """Wall-clock and CPU milliseconds of each round after the warm-up. Round n is preceded,
+    untimed, by `pauses[n % len(pauses)]` (None: nothing)."""
     from animus_flows.audit import AuditTrail
     from animus_flows.budget import TokenBudget, TokenCounter
     from animus_flows.config.loader import load_workflow
@@ -145,10 +148,10 @@ async def hook_latency(
     plugins = PluginRegistry(workflow, use_blocks=False)
     counter = TokenCounter()
     phase = workflow.workflows["w"].phases[0]
-    texts = prompts(rounds + 20)
+    texts = prompts(rounds + WARM_UP)
     samples: list[float] = []
     cpu: list[float] = []
-    for n in range(rounds + 20):
+    for n in range(rounds + WARM_UP):
         contract = RuntimeContract(
             project_id="bench",
             workflow="w",
@@ -168,11 +171,12 @@ async def hook_latency(
             AuditTrail(),
             plugins,
         )
-        if before is not None:
-            await before()
+        pause = pauses[n % len(pauses)]
+        if pause is not None:
+            await pause()
         started, started_cpu = time.perf_counter(), time.thread_time()
         await memory_bindings(ctx)
-        if n >= 20:  # warm-up: first queries load pages and the vocabulary
+        if n >= WARM_UP:  # first queries load pages and the vocabulary
             samples.append((time.perf_counter() - started) * 1000)
             cpu.append((time.thread_time() - started_cpu) * 1000)
     await plugins.aclose()
@@ -186,24 +190,24 @@ def spin(seconds: float) -> None:
         pass
 
 
-async def after_other_work(
-    workflow_path: Path, rounds: int, blocks: int = 4
-) -> dict[str, list[float]]:
-    """The hook's CPU time back to back, and after 5 ms asleep or busy elsewhere, alternated
-    in `blocks` blocks."""
+async def after_other_work(workflow_path: Path, rounds: int) -> dict[str, list[float]]:
+    """The hook's CPU time back to back, and after 5 ms asleep or busy elsewhere, the three
+    taking turns call by call on the same stores."""
 
-    async def sleep() -> None:
+    async def asleep() -> None:
         await asyncio.sleep(0.005)
 
     async def busy() -> None:
         spin(0.005)
 
-    pauses = {"back to back": None, "after 5 ms asleep": sleep, "after 5 ms busy": busy}
-    cpu: dict[str, list[float]] = {name: [] for name in pauses}
-    for _ in range(blocks):
-        for name, before in pauses.items():
-            cpu[name] += (await hook_latency(workflow_path, rounds // blocks, before))[1]
-    return cpu
+    pauses: dict[str, Pause] = {
+        "back to back": None,
+        "after 5 ms asleep": asleep,
+        "after 5 ms busy": busy,
+    }
+    cpu = (await hook_latency(workflow_path, 3 * rounds, list(pauses.values())))[1]
+    first = WARM_UP % len(pauses)  # the pause before the first timed round
+    return {name: cpu[(k - first) % len(pauses) :: len(pauses)] for k, name in enumerate(pauses)}
 
 
 def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, list[float]]:
