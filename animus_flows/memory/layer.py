@@ -854,7 +854,7 @@ class AsyncMemoryLayer:
         self, found: list[tuple[Memory, float]]
     ) -> list[tuple[Memory, float]]:
         """`found` less the memories a newer version replaced; a link counts only while the
-        newer version is there (a key lookup each, for the few memories that have one)."""
+        newer version is there (the few linked ones are read at once where the store allows)."""
         await self._look_up_links([memory for memory, _ in found])
         linked = [(m, m.superseded_by) for m, _ in found if m.superseded_by is not None]
         newer = await self._items([key for _, key in linked]) if linked else {}

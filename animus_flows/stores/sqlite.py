@@ -751,7 +751,9 @@ class SQLiteStore(BaseStore):
         `get` returns key by key, in one read of the key index per `GET_MANY_BATCH` keys."""
         check_scope(scope)
         if isinstance(keys, str) or not isinstance(keys, Sequence):
-            raise InvalidRequest(f"keys {keys!r} must be a list of keys, not one string")
+            raise InvalidRequest(
+                f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}"
+            )
         wanted = list(dict.fromkeys(check_key(key) for key in keys))
         found: dict[str, MemoryItem] = {}
         for start in range(0, len(wanted), GET_MANY_BATCH):

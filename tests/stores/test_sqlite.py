@@ -188,8 +188,10 @@ def test_get_many_reads_past_one_batch(tmp_path):
 
 
 def test_get_many_checks_its_keys_like_get(store):
-    with pytest.raises(InvalidRequest, match="must be a list of keys, not one string"):
+    with pytest.raises(InvalidRequest, match="keys 'key' must be a list of keys, not a str"):
         store._run("get_many", Scope("p"), "key")
+    with pytest.raises(InvalidRequest, match="not a set"):
+        store._run("get_many", Scope("p"), {"key"})
     with pytest.raises(InvalidRequest, match="NUL"):
         store._run("get_many", Scope("p"), ["ok", "a\x00"])
     assert store._run("get_many", Scope("p"), []) == {}
