@@ -13,12 +13,14 @@
    else ran first, as in a phase, where Prefect's task engine runs before the hook.
 2. Per-phase orchestration with the full audit (hooks, logs, events, artifacts, all sent
    through the outbox) against a bare Prefect task doing nothing, side by side in one process
-   and one Prefect server; the outbox's drain at the end of each run; and what two synchronous
-   artifact calls per phase would have added. The phase is also shown less its pre-phase hook
-   (benchmark 1's subject, timed by benchmarks/timed_hook.py), and the whole comparison runs
-   again over stores of `--small-items` items. The phases' runner is the built-in `echo`, which
-   returns at once: the outbox sends while a runner works, so here everything waits for the
-   drain.
+   and one Prefect server. The bare task is configured like the phase tasks (no cache key, no
+   result persistence); a task with Prefect's defaults (plain `@task`) is timed beside it for
+   reference; the ratio stays against the former. Then the outbox's drain at the end of each
+   run, and what two synchronous artifact calls per phase would have added. The phase is also
+   shown less its pre-phase hook (benchmark 1's subject, timed by benchmarks/timed_hook.py),
+   and the whole comparison runs again over stores of `--small-items` items. The phases'
+   runner is the built-in `echo`, which returns at once: the outbox sends while a runner
+   works, so here everything waits for the drain.
 3. `animus run` on the trade-desk example against a bare Prefect flow with the same phases,
    each a fresh process with its own temporary server, alternated, medians compared.
 """
@@ -224,6 +226,7 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
     compiled = compile_workflow(load_workflow(workflow_path), "w")
     times: dict[str, list[float]] = {
         "bare": [],
+        "defaults": [],
         "animus": [],
         "without_hook": [],
         "no_audit": [],
@@ -235,12 +238,20 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
     async def nothing() -> None:
         return None
 
+    @task
+    async def nothing_by_default() -> None:  # a task as most users write one: Prefect's defaults
+        return None
+
     @flow(persist_result=False)
     async def bare() -> None:
         for _ in range(phases):
             started = time.perf_counter()
             await nothing()
             times["bare"].append((time.perf_counter() - started) * 1000)
+        for _ in range(phases):
+            started = time.perf_counter()
+            await nothing_by_default()
+            times["defaults"].append((time.perf_counter() - started) * 1000)
 
     @flow(persist_result=False)
     async def no_audit() -> None:
@@ -342,6 +353,7 @@ def cli_runs(runs: int) -> tuple[list[float], list[float]]:
 
 def report_orchestration(title: str, times: dict[str, list[float]]) -> None:
     bare, ours = statistics.median(times["bare"]), statistics.median(times["animus"])
+    defaults = statistics.median(times["defaults"])
     lean = statistics.median(times["without_hook"])
     quiet = statistics.median(times["no_audit"])
     drain, sync = statistics.median(times["drain"]), statistics.median(times["sync_artifacts"])
@@ -351,6 +363,7 @@ def report_orchestration(title: str, times: dict[str, list[float]]) -> None:
         f"animus phase with full audit {ours:.1f} ms -> {ours / bare:.2f}x "
         f"(less its pre-phase hook: {lean:.1f} ms -> {lean / bare:.2f}x; "
         f"no logs, events or artifacts: {quiet:.1f} ms -> {quiet / bare:.2f}x); "
+        f"a task with Prefect's defaults {defaults:.1f} ms (the phase {ours / defaults:.2f}x it); "
         f"the outbox's drain at the end of each run of {per_run} phases {drain:.0f} ms; "
         f"two synchronous artifact calls would add {sync:.0f} ms per phase"
     )
