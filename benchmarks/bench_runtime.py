@@ -248,6 +248,9 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
             started = time.perf_counter()
             await nothing()
             times["bare"].append((time.perf_counter() - started) * 1000)
+
+    @flow(persist_result=False)
+    async def defaults() -> None:
         for _ in range(phases):
             started = time.perf_counter()
             await nothing_by_default()
@@ -292,6 +295,7 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
         asyncio.run(bare())
         asyncio.run(no_audit())
         asyncio.run(animus())
+        asyncio.run(defaults())
     return times
 
 
