@@ -165,7 +165,9 @@ def test_a_key_prefix_is_checked_like_a_key(store):
         st.one_of(
             st.sampled_from([*PREFIX_KEYS, "ab-expired", "abz"]),
             st.text(
-                st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), min_size=1
+                st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]),
+                min_size=1,
+                max_size=8,
             ),
         ),
         max_size=12,
