@@ -178,6 +178,19 @@ def _item(
     )
 
 
+def _scope_ids(scope: Scope) -> tuple[str, str, str]:
+    """The `scopes` table's columns for `scope`: absent agent and task ids are ''."""
+    return (scope.project_id, scope.agent_id or "", scope.task_id or "")
+
+
+# The start of every read of a scope's items as `_item` takes them; `_scope_ids` fills it.
+_SCOPE_ITEMS = (
+    "SELECT i.key, i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
+    " FROM items i JOIN scopes s ON s.id = i.scope_id"
+    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
+)
+
+
 def _epoch(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
@@ -592,7 +605,7 @@ class SQLiteStore(BaseStore):
 
     @staticmethod
     def _scope_id(conn: sqlite3.Connection, scope: Scope, *, create: bool) -> int | None:
-        ids = (scope.project_id, scope.agent_id or "", scope.task_id or "")
+        ids = _scope_ids(scope)
         if create:
             conn.execute(
                 "INSERT OR IGNORE INTO scopes (project_id, agent_id, task_id) VALUES (?, ?, ?)", ids
@@ -730,21 +743,12 @@ class SQLiteStore(BaseStore):
     async def _get(self, scope: Scope, key: str) -> MemoryItem | None:
         def get(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             return conn.execute(
-                "SELECT i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
-                " FROM items i JOIN scopes s ON s.id = i.scope_id"
-                " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ? AND i.key = ?"
-                f" AND {_LIVE}",
-                (
-                    scope.project_id,
-                    scope.agent_id or "",
-                    scope.task_id or "",
-                    key,
-                    utcnow().timestamp(),
-                ),
+                f"{_SCOPE_ITEMS} AND i.key = ? AND {_LIVE}",
+                (*_scope_ids(scope), key, utcnow().timestamp()),
             ).fetchone()
 
         row = await self._read(get)
-        return None if row is None else _item(scope, key, *row)
+        return None if row is None else _item(scope, *row)
 
     async def get_many(self, scope: Scope, keys: Sequence[str]) -> dict[str, MemoryItem]:
         """The live items of `scope` among `keys`, by key (a key without one is absent): what
@@ -761,17 +765,8 @@ class SQLiteStore(BaseStore):
 
             def read(conn: sqlite3.Connection, batch: list[str]) -> list[tuple[Any, ...]]:
                 return conn.execute(
-                    "SELECT i.key, i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
-                    " FROM items i JOIN scopes s ON s.id = i.scope_id"
-                    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
-                    f" AND i.key IN ({', '.join('?' * len(batch))}) AND {_LIVE}",
-                    (
-                        scope.project_id,
-                        scope.agent_id or "",
-                        scope.task_id or "",
-                        *batch,
-                        utcnow().timestamp(),
-                    ),
+                    f"{_SCOPE_ITEMS} AND i.key IN ({', '.join('?' * len(batch))}) AND {_LIVE}",
+                    (*_scope_ids(scope), *batch, utcnow().timestamp()),
                 ).fetchall()
 
             # a read per batch, so the event loop runs between them
@@ -791,15 +786,10 @@ class SQLiteStore(BaseStore):
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                "SELECT i.key, i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
-                " FROM items i JOIN scopes s ON s.id = i.scope_id"
-                " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
-                f" AND i.key >= ?{'' if end is None else ' AND i.key < ?'} AND {_LIVE}"
-                " ORDER BY i.key LIMIT ?",
+                f"{_SCOPE_ITEMS} AND i.key >= ?{'' if end is None else ' AND i.key < ?'}"
+                f" AND {_LIVE} ORDER BY i.key LIMIT ?",
                 (
-                    scope.project_id,
-                    scope.agent_id or "",
-                    scope.task_id or "",
+                    *_scope_ids(scope),
                     prefix,
                     *([] if end is None else [end]),
                     utcnow().timestamp(),
@@ -843,7 +833,7 @@ class SQLiteStore(BaseStore):
             return conn.execute(
                 "SELECT id, next_item FROM scopes"
                 " WHERE project_id = ? AND agent_id = ? AND task_id = ?",
-                (scope.project_id, scope.agent_id or "", scope.task_id or ""),
+                _scope_ids(scope),
             ).fetchone()
 
         def query(conn: sqlite3.Connection, scope_id: int, size: int) -> list[tuple[Any, ...]]:
