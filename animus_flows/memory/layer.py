@@ -732,7 +732,10 @@ class AsyncMemoryLayer:
             await self.store.put(scope, key, value, metadata=metadata)
 
     async def _get(self, memory_id: str) -> Memory | None:
-        return _as_memory(await self.store.get(self.scope, memory_id))
+        item = await self.store.get(self.scope, memory_id)
+        if item is None or is_tombstone(item.metadata):
+            return None
+        return _memory_of(item)
 
     async def _items(self, keys: Sequence[str]) -> dict[str, MemoryItem]:
         """The scope's live items among `keys`, by key: in batches from a store that reads
@@ -976,13 +979,6 @@ def _read(
     if successor_unknown(value, metadata):
         setattr(memory, _UNLINKED, True)
     return memory
-
-
-def _as_memory(item: MemoryItem | None) -> Memory | None:
-    """A stored item as its memory; None for no item or a tombstone."""
-    if item is None or is_tombstone(item.metadata):
-        return None
-    return _memory_of(item)
 
 
 def _memory_of(item: MemoryItem) -> Memory:
