@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -17,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from animus_flows.errors import ConfigError
 from animus_flows.protocol import Scope
 from animus_flows.redaction import redact
 
@@ -99,12 +101,45 @@ class AuditTrail:
             return [e for e in self._events if phase_id is None or e.phase_id == phase_id]
 
 
+def unwritable_reason(path: Path) -> str | None:
+    """Why a file could not be created or appended at `path`, or None; creates nothing."""
+    if path.is_dir():
+        return "is a folder"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "is not writable"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"sits under {str(folder)!r}, which is not a folder"
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"sits in read-only {str(folder)!r}"
+
+
+def unwritable_audit_path(path: Path, reason: str) -> ConfigError:
+    return ConfigError(
+        f"audit.path {str(path)!r} cannot be written ({reason}); "
+        "point audit.path at a file in a writable folder, or remove it"
+    )
+
+
 class JsonlSink:
-    """Appends one JSON line per event to a file (the YAML's `audit: {path: ...}`)."""
+    """Appends one JSON line per event to a file (the YAML's `audit: {path: ...}`).
+
+    The file is opened (and created, with its folders) when the sink is made, so a path that
+    cannot be written stops a run before its first phase instead of losing its trail: each
+    `record` happens inside a phase, where a sink's failure is only logged. Loading a workflow
+    (`compile_workflow`) already refuses the paths `unwritable_reason` can tell without writing.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise unwritable_audit_path(path, exc.strerror or str(exc)) from None
 
     def record(self, event: MemoryOpEvent) -> None:
         line = event.log_line + "\n"

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from animus_flows.audit import AuditSink, AuditTrail, JsonlSink
+from animus_flows.audit import (
+    AuditSink,
+    AuditTrail,
+    JsonlSink,
+    unwritable_audit_path,
+    unwritable_reason,
+)
 from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
 from animus_flows.config.models import CommandRunner, PhaseConfig, WorkflowFile
 from animus_flows.contract import MemoryContext, RuntimeContract
@@ -75,6 +81,10 @@ def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> Compile
     """Check and import everything a run needs; raises ConfigError naming what is wrong."""
     name = pick_workflow(workflow, name)
     hooks = workflow.workflows[name].hooks
+    if workflow.audit.path:
+        audit_path = workflow.resolve_path(workflow.audit.path)
+        if reason := unwritable_reason(audit_path):
+            raise unwritable_audit_path(audit_path, reason)
 
     def load(stage: str, names: list[str]) -> list[tuple[str, Hook]]:
         return [

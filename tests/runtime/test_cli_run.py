@@ -112,3 +112,15 @@ def test_run_as_a_real_subprocess_keeps_stdout_clean(project, prefect_api):
     assert out.returncode == 1
     assert "error: runner 'bad.py:run' failed in phase 'research': RuntimeError: boom" in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_an_unwritable_audit_path_is_a_configuration_error_before_anything_runs(project):
+    (project / "taken").mkdir()
+    (project / "audited.yaml").write_text(WORKFLOW + "audit: {path: taken}\n")
+    for command in (["preflight", "audited.yaml"], ["run", "audited.yaml", "--task-id", "R-4"]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert "audit.path" in result.stderr and "taken' cannot be written (is a folder)" in (
+            result.stderr
+        )
+        assert "Traceback" not in result.stderr and "== phase" not in result.stdout
