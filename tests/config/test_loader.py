@@ -183,11 +183,6 @@ def _mutate(old: str, new: str) -> str:
             "workflows.research.memory_bindings[0].key: unknown placeholder {subject}",
         ),
         (
-            "query_strategy: key\n",
-            "query_strategy: semantic\n",
-            "workflows.research.memory_bindings[0].key: `key` is only used with query_strategy: key",
-        ),
-        (
             '        key: "{task_id}/brief"\n',
             "",
             "workflows.research.memory_bindings[0].query_strategy: query_strategy key needs a `key`",
@@ -289,6 +284,16 @@ def test_plugins_missing_from_stores_are_warnings_not_errors():
     text = FULL.replace("plugin: memory-zep", "plugin: memory-confluence")
     warnings = workflow_warnings(parse_workflow(text))
     assert len(warnings) == 1 and "'memory-confluence' is not under stores:" in warnings[0]
+
+
+def test_a_key_template_beside_another_strategy_is_ignored_with_a_warning():
+    # as in DESIGN.md's example workflow: the template stays, the binding queries semantically
+    text = FULL.replace("query_strategy: key\n", "query_strategy: semantic\n")
+    assert 'key: "{task_id}/brief"' in text
+    workflow = parse_workflow(text)
+    (warning,) = workflow_warnings(workflow)
+    assert warning.startswith("workflows.research.memory_bindings[0].key: ignored")
+    assert "only used with query_strategy: key (this binding uses semantic)" in warning
 
 
 def test_json_schema_describes_the_file():
