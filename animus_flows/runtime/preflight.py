@@ -18,6 +18,13 @@ from animus_flows.plugins import PluginRegistry
 from animus_flows.runtime.engine import compile_workflow
 
 REACH_TIMEOUT_S = 3.0
+# Loading a saved block may first start Prefect's temporary server (several seconds): that is
+# not the store's answer time, so it gets its own, longer deadline.
+RESOLVE_TIMEOUT_S = 60.0
+
+
+def _describe(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, AnimusError) else f"{type(exc).__name__}: {exc}"
 
 
 async def _probe(registry: PluginRegistry, plugin_id: str, kind: str) -> dict[str, Any]:
@@ -29,22 +36,28 @@ async def _probe(registry: PluginRegistry, plugin_id: str, kind: str) -> dict[st
         "error": None,
         "latency_ms": None,
     }
+    try:
+        async with asyncio.timeout(RESOLVE_TIMEOUT_S):
+            store = await registry.resolve(plugin_id)
+    except TimeoutError:
+        entry["error"] = f"could not be loaded within {RESOLVE_TIMEOUT_S:g} s"
+        return entry
+    except Exception as exc:
+        entry["error"] = _describe(exc)
+        return entry
+    if store is None:
+        entry["error"] = "no saved memory-store block with this name"
+        return entry
     started = time.perf_counter()
     try:
         async with asyncio.timeout(REACH_TIMEOUT_S):
-            store = await registry.resolve(plugin_id)
-            if store is None:
-                entry["error"] = "no saved memory-store block with this name"
-                return entry
             entry["capabilities"] = store.capabilities.to_json()
             await store.list_scopes(limit=1)
         entry["reachable"] = True
     except TimeoutError:
         entry["error"] = f"no answer within {REACH_TIMEOUT_S:g} s"
-    except AnimusError as exc:
-        entry["error"] = str(exc)
     except Exception as exc:
-        entry["error"] = f"{type(exc).__name__}: {exc}"
+        entry["error"] = _describe(exc)
     entry["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return entry
 

@@ -124,3 +124,32 @@ def test_an_unwritable_audit_path_is_a_configuration_error_before_anything_runs(
             result.stderr
         )
         assert "Traceback" not in result.stderr and "== phase" not in result.stdout
+
+
+def test_preflight_waits_for_prefect_to_start_before_timing_a_saved_block(tmp_path):
+    # No server configured: loading the block starts Prefect's temporary server, which takes
+    # longer than a store's 3 s reachability deadline and must not count against it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
+    save = (
+        "from animus_flows.blocks import SQLiteMemoryStore\n"
+        f"SQLiteMemoryStore(path={str(tmp_path / 'saved.db')!r}).save('desk-saved')\n"
+    )
+    subprocess.run([sys.executable, "-c", save], env=env, check=True, timeout=300)
+    (tmp_path / "animus.yaml").write_text(
+        "version: 1\nproject: desk\nstores:\n"
+        "  saved: {type: block, block: animus-sqlite-memory-store/desk-saved}\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "animus_flows", "preflight", "animus.yaml", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    (store,) = json.loads(out.stdout)["stores"]
+    assert store["reachable"] and store["error"] is None, store
+    assert store["latency_ms"] < 3000
