@@ -14,7 +14,7 @@ from animus_flows.config.loader import load_workflow
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import ConfigError
 from animus_flows.memory.layer import MemoryLayer
-from animus_flows.plugins import PluginRegistry, prefect_server_configured
+from animus_flows.plugins import PluginRegistry, blocks_wanted
 from animus_flows.protocol import MemoryStore, Scope
 from animus_flows.stores.base import SyncStore
 from animus_flows.sync import LoopRunner
@@ -57,7 +57,7 @@ def choose_store(workflow: WorkflowFile, plugin: str | None) -> MemoryStore:
     loop = LoopRunner()
     try:
         _, store = loop.run(
-            PluginRegistry(workflow, use_blocks=prefect_server_configured()).choose(plugin),
+            PluginRegistry(workflow, use_blocks=blocks_wanted(workflow, plugin)).choose(plugin),
             await_form="await registry.choose(...)",
         )
     finally:

@@ -61,9 +61,20 @@ async def load_block_store(slug_and_name: str) -> MemoryStore:
 
 
 def prefect_server_configured() -> bool:
-    """Whether PREFECT_API_URL names a server: commands never start a temporary one just to
-    look for blocks (it takes seconds), flows run against one anyway."""
+    """Whether PREFECT_API_URL names a server (flows run against one anyway)."""
     return bool(os.environ.get("PREFECT_API_URL"))
+
+
+def blocks_wanted(workflow: WorkflowFile, plugin_id: str | None) -> bool:
+    """Whether a command should look among saved Prefect blocks for `plugin_id`.
+
+    Always when PREFECT_API_URL names a server. Otherwise only for an id the file does not
+    declare, where the alternative is an error: the lookup then starts Prefect's temporary
+    server, which takes seconds, so commands on the file's own stores never pay for it.
+    """
+    return prefect_server_configured() or (
+        plugin_id is not None and plugin_id not in workflow.stores
+    )
 
 
 class PluginRegistry:
@@ -156,7 +167,8 @@ class PluginRegistry:
             blocks = (
                 "no saved memory-store block has that name"
                 if self.use_blocks
-                else "saved Prefect blocks are looked up when PREFECT_API_URL names a server"
+                else "without --plugin, saved Prefect blocks are counted only when "
+                "PREFECT_API_URL names a server"
             )
             raise ConfigError(
                 f"unknown plugin {plugin_id!r}; {self._where()} declares "

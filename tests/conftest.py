@@ -15,6 +15,9 @@ os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="animus-prefect-home-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+# Commands run as subprocesses may start a temporary server of their own: on a loaded CI
+# machine that takes longer than Prefect's default 20 s.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 pytest.register_assert_rewrite("animus_flows.testing")
 

@@ -181,11 +181,10 @@ def serve_plugin(workflow_file: Path, plugin: str | None) -> None:
     touched, so the caller can report them normally.
     """
     from animus_flows.cli_support import load_cli_workflow
-    from animus_flows.plugins import PluginRegistry, prefect_server_configured
+    from animus_flows.plugins import PluginRegistry, blocks_wanted
 
-    registry = PluginRegistry(
-        load_cli_workflow(workflow_file), use_blocks=prefect_server_configured()
-    )
+    workflow = load_cli_workflow(workflow_file)
+    registry = PluginRegistry(workflow, use_blocks=blocks_wanted(workflow, plugin))
 
     async def serve() -> None:
         plugin_id, store = await registry.choose(plugin)

@@ -31,7 +31,7 @@ from animus_flows.errors import AnimusError, ConfigError, StoreError, StoreTimeo
 from animus_flows.hooks.memory_bindings import admissible, store_filters
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.mcp_config import AUDIT_ENV, binding_server_name
-from animus_flows.plugins import PluginRegistry
+from animus_flows.plugins import PluginRegistry, blocks_wanted
 from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json
 from animus_flows.redaction import redact, redact_item
 from animus_flows.runtime_paths import runtime_root
@@ -439,16 +439,13 @@ def serve_binding(
     sinks = [JsonlSink(audit_path(workflow).resolve()), LoggerSink(audit_logger)]
 
     async def main() -> None:
-        # Saved blocks are looked up only where a Prefect API is configured: a server never
-        # starts a temporary Prefect server just to find out there is no block.
-        registry = PluginRegistry(workflow, use_blocks=bool(os.environ.get("PREFECT_API_URL")))
+        registry = PluginRegistry(workflow, use_blocks=blocks_wanted(workflow, plugin))
         try:
             store = await registry.resolve(plugin)
             if store is None:
                 raise ConfigError(
                     f"plugin {plugin!r} is not a store of {workflow.source or 'the workflow'} "
-                    "and no saved memory-store block has that name (saved blocks are looked up "
-                    "when PREFECT_API_URL is set); declare it under stores:"
+                    "and no saved memory-store block has that name; declare it under stores:"
                 )
             log_to_stderr(debug)
             service = BindingService(binding, scope, store, AuditTrail(sinks), context)

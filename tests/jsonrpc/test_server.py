@@ -157,8 +157,8 @@ def test_an_oversized_line_is_refused_and_the_next_one_answered(project):
         ([], "2 stores are available (memory-local, other); choose one with --plugin"),
         (
             ["--plugin", "nope"],
-            "unknown plugin 'nope'; animus.yaml declares memory-local, other (saved Prefect "
-            "blocks are looked up when PREFECT_API_URL names a server)",
+            "unknown plugin 'nope'; animus.yaml declares memory-local, other (no saved "
+            "memory-store block has that name)",
         ),
     ],
 )

@@ -126,30 +126,43 @@ def test_an_unwritable_audit_path_is_a_configuration_error_before_anything_runs(
         assert "Traceback" not in result.stderr and "== phase" not in result.stdout
 
 
-def test_preflight_waits_for_prefect_to_start_before_timing_a_saved_block(tmp_path):
-    # No server configured: loading the block starts Prefect's temporary server, which takes
-    # longer than a store's 3 s reachability deadline and must not count against it.
+def test_without_a_server_saved_blocks_are_still_found_by_name(tmp_path):
+    # No PREFECT_API_URL: loading a block starts Prefect's temporary server. Preflight must not
+    # count that start against a store's 3 s reachability deadline, and a store command given
+    # `--plugin NAME` that the file does not declare must look among saved blocks.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
+    saved = tmp_path / "saved.db"
     save = (
         "from animus_flows.blocks import SQLiteMemoryStore\n"
-        f"SQLiteMemoryStore(path={str(tmp_path / 'saved.db')!r}).save('desk-saved')\n"
+        f"SQLiteMemoryStore(path={str(saved)!r}).save('desk-saved')\n"
     )
     subprocess.run([sys.executable, "-c", save], env=env, check=True, timeout=300)
     (tmp_path / "animus.yaml").write_text(
         "version: 1\nproject: desk\nstores:\n"
         "  saved: {type: block, block: animus-sqlite-memory-store/desk-saved}\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "animus_flows", "preflight", "animus.yaml", "--json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+    (tmp_path / "plain.yaml").write_text(
+        "version: 1\nproject: desk\nstores:\n  local: {type: sqlite, path: local.db}\n"
     )
+
+    def animus(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "animus_flows", *args]
+        return subprocess.run(
+            command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
+        )
+
+    out = animus("preflight", "animus.yaml", "--json")
     assert out.returncode == 0, out.stderr
     (store,) = json.loads(out.stdout)["stores"]
     assert store["reachable"] and store["error"] is None, store
     assert store["latency_ms"] < 3000
+
+    out = animus(
+        *("memory", "put", "--workflow-file", "plain.yaml", "--plugin", "desk-saved"),
+        *("--scope", "project", "--key", "fx", "--value", '"EUR/USD ranges"'),
+    )
+    assert out.returncode == 0, out.stderr
+    with SyncStore(SQLiteStore(saved)) as store:
+        assert store.get(Scope("desk"), "fx").value == "EUR/USD ranges"
+    assert not (tmp_path / "local.db").exists()
