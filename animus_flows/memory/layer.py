@@ -5,8 +5,10 @@ through the five protocol methods, so the layer runs on every store. Three proto
 it, each documented in docs/memory.md:
 
 - No list method: a scope is enumerated with empty-text queries (newest first), sliced by the
-  `_bucket` metadata key (the id's first two characters) when it holds more than the store's
-  `max_query_top_k` items; a slice that is still too large is reported, never silently cut.
+  `_bucket` metadata key (the id's first two hex digits; ids that do not start with two, such as
+  imported keys of other tools, have none and share one slice) when it holds more than the
+  store's `max_query_top_k` items; a slice that is still too large is reported, never silently
+  cut.
 - No single-item delete: `forget` overwrites the memory with an empty, SECRET tombstone that
   expires after one second.
 - No transactions across calls: read-modify-write updates (access counts, tags) are last
@@ -36,7 +38,7 @@ from animus_flows.memory.records import (
     MemoryTier,
     MemoryType,
     Sensitivity,
-    bucket_of,
+    bucket_metadata,
     check_user_metadata,
     entity_key,
     from_store,
@@ -392,7 +394,7 @@ class AsyncMemoryLayer:
                 DELETED_KEY: True,
                 "sensitivity": Sensitivity.SECRET.value,
                 "tier": MemoryTier.COLD.value,
-                BUCKET_KEY: bucket_of(memory.id),
+                **bucket_metadata(memory.id),
             },
             ttl_seconds=1,
         )
