@@ -395,7 +395,8 @@ def memory_import(
     workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Import an export into one scope; all-or-nothing, and idempotent on memory ids."""
+    """Import an export into one scope; all-or-nothing (undone on stores without
+    transactions), and idempotent on memory ids."""
     from animus_flows.cli_support import open_cli_layer, read_input
 
     text = read_input(path)

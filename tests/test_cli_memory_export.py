@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 from animus_flows.cli import app
 from animus_flows.memory import MemoryLayer
 from animus_flows.protocol import Scope
-from animus_flows.stores import SQLiteStore
+from animus_flows.stores import SQLiteStore, SyncStore
 
 WORKFLOW = """\
 version: 1
@@ -94,7 +95,7 @@ def test_import_reads_stdin(project):
         ('{"format": "zip"}', "error: import data has format 'zip', not 'animus-memories'"),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok"}, {"id": "x"}]',
-            "error: memories[1]: id 'x' is not a UUID",
+            "error: memories[1]: missing 'content'; every record needs one",
         ),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok", "tier": "tepid"}]',
@@ -203,3 +204,39 @@ def test_export_and_import_as_real_processes(project):
         "process note one",
         "process note two",
     ]
+
+
+TRADE_DESK = Path(__file__).resolve().parents[1] / "examples" / "trade-desk"
+
+
+def test_what_export_writes_imports_back_with_the_same_keys_and_content(tmp_path):
+    # the example's seed items have keys such as "desk-broker-credentials", not UUIDs
+    project = tmp_path / "trade-desk"
+    shutil.copytree(TRADE_DESK, project, ignore=shutil.ignore_patterns(".animus", "__pycache__"))
+    subprocess.run([sys.executable, "seed.py"], cwd=project, check=True, capture_output=True)
+    store = ("--workflow-file", "animus.yaml", "--plugin", "memory-local")
+    agent = ("--scope", "agent", "--agent-id", "trade-analyst")
+    for source, target in [
+        (("--scope", "project"), ("--scope", "project", "--project-id", "other")),
+        (("--scope", "project"), ("--scope", "project")),  # back into the same scope
+        (agent, ("--scope", "agent", "--agent-id", "analyst-copy")),
+    ]:
+        exported = _animus("memory", "export", *store, *source, "-o", "out.json", cwd=project)
+        assert exported.returncode == 0, exported.stderr
+        records = json.loads((project / "out.json").read_text())["memories"]
+        imported = _animus("memory", "import", "out.json", *store, *target, "--json", cwd=project)
+        assert imported.returncode == 0, imported.stderr
+        assert json.loads(imported.stdout) == {"imported": len(records)}
+        again = _animus("memory", "export", *store, *target, cwd=project)
+        assert json.loads(again.stdout)["memories"] == records, target
+    seeded = json.loads((TRADE_DESK / "seed.json").read_text())
+    with SyncStore(SQLiteStore(project / ".animus" / "memory.db")) as raw:
+        for item in seeded:
+            scope = (
+                Scope("other")
+                if item["scope"] == "project"
+                else Scope("trade-desk", agent_id="analyst-copy")
+            )
+            copy = raw.get(scope, item["key"])
+            assert copy.value["content"] == item["value"]["content"], item["key"]
+            assert copy.metadata["tier"] == item["metadata"]["tier"]

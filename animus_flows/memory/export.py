@@ -6,8 +6,10 @@ An export is one JSON document::
      "count": N, "memories": [<Memory.to_json()>, ...]}
 
 `parse_export` accepts that document or a bare list of records and validates every record
-before anything is written, so a bad import changes nothing. A record without `provenance` gets
-`import`; one with it keeps it, so a restored backup is faithful.
+before anything is written, so a bad import changes nothing. A record's `id` is the store key it
+was read from and is written back under exactly that key: a UUID for memories the layer created,
+whatever key another tool chose otherwise (`animus memory put --key desk-limits`). A record
+without `provenance` gets `import`; one with it keeps it, so a restored backup is faithful.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import hashlib
 import json
 import os
 import tempfile
-import uuid
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -27,6 +28,7 @@ from animus_flows import __version__
 from animus_flows.errors import InvalidRequest
 from animus_flows.memory.records import Memory
 from animus_flows.protocol import JSON, Scope, utcnow
+from animus_flows.stores.base import check_key
 
 EXPORT_FORMAT = "animus-memories"
 EXPORT_VERSION = 1
@@ -51,17 +53,6 @@ def export_document(
 
 def dumps(document: Mapping[str, JSON]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
-
-
-def canonical_id(value: object, where: str) -> str:
-    """A memory id as the layer writes it: a UUID in lowercase hyphenated form."""
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise InvalidRequest(
-            f"{where}: id {value!r} is not a UUID; memory ids look like "
-            "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c"
-        ) from None
 
 
 def parse_export(text: str | bytes) -> list[Memory]:
@@ -101,12 +92,13 @@ def parse_export(text: str | bytes) -> list[Memory]:
     seen: dict[str, int] = {}
     for index, record in enumerate(records):
         where = f"memories[{index}]"
-        if isinstance(record, Mapping) and "id" in record:
-            record = {"provenance": "import", **record, "id": canonical_id(record["id"], where)}
-            for link in ("parent_id", "superseded_by"):
-                if record.get(link) is not None:
-                    record[link] = canonical_id(record[link], f"{where}.{link}")
+        if isinstance(record, Mapping):
+            record = {"provenance": "import", **record}
         memory = Memory.from_json(record, where=where)
+        try:
+            check_key(memory.id)  # what the store will be asked to take
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"{where}: {exc}") from None
         if memory.id in seen:
             raise InvalidRequest(
                 f"{where}: id {memory.id} repeats memories[{seen[memory.id]}]; "

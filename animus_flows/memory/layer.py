@@ -5,8 +5,10 @@ through the five protocol methods, so the layer runs on every store. Three proto
 it, each documented in docs/memory.md:
 
 - No list method: a scope is enumerated with empty-text queries (newest first), sliced by the
-  `_bucket` metadata key (the id's first two characters) when it holds more than the store's
-  `max_query_top_k` items; a slice that is still too large is reported, never silently cut.
+  `_bucket` metadata key (the id's first two hex digits; ids that do not start with two, such as
+  imported keys of other tools, have none and share one slice) when it holds more than the
+  store's `max_query_top_k` items; a slice that is still too large is reported, never silently
+  cut.
 - No single-item delete: `forget` overwrites the memory with an empty, SECRET tombstone that
   expires after one second.
 - No transactions across calls: read-modify-write updates (access counts, tags) are last
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from animus_flows.disclosure import EGRESS_FILTER, is_superseded
-from animus_flows.errors import InvalidRequest, StoreError
+from animus_flows.errors import AnimusError, InvalidRequest, StoreError
 from animus_flows.memory.entities import extract_entities, query_entity_keys
 from animus_flows.memory.export import dumps, export_document, parse_export, write_backup
 from animus_flows.memory.records import (
@@ -36,7 +39,7 @@ from animus_flows.memory.records import (
     MemoryTier,
     MemoryType,
     Sensitivity,
-    bucket_of,
+    bucket_metadata,
     check_user_metadata,
     entity_key,
     from_store,
@@ -384,18 +387,7 @@ class AsyncMemoryLayer:
         memory = await self.get_memory(memory_id)
         if memory is None:
             return False
-        await self.store.put(
-            self.scope,
-            memory.id,
-            {"content": ""},
-            metadata={
-                DELETED_KEY: True,
-                "sensitivity": Sensitivity.SECRET.value,
-                "tier": MemoryTier.COLD.value,
-                BUCKET_KEY: bucket_of(memory.id),
-            },
-            ttl_seconds=1,
-        )
+        await self._put_tombstone(memory.id)
         parent = None if memory.parent_id is None else await self._get(memory.parent_id)
         if parent is not None and parent.superseded_by == memory.id:
             # another newer version of the parent may remain (versions can branch)
@@ -430,8 +422,7 @@ class AsyncMemoryLayer:
         if not matches:
             return None
         if len(matches) > 1:
-            keys = sorted(hit.key for hit in matches)
-            shown = ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
+            shown = _listed(sorted(hit.key for hit in matches))
             raise InvalidRequest(
                 f"memory id prefix {memory_id!r} is ambiguous: it matches {shown}; "
                 "pass more characters"
@@ -626,13 +617,16 @@ class AsyncMemoryLayer:
     async def import_memories(self, data: str) -> int:
         """Import an export (or a JSON list of records) into this scope; returns the count.
 
-        Every record is validated before anything is written, and all are written in one
-        `put_many` (one transaction on SQLite), with the parents they are newer versions of.
-        Ids are kept, so importing the same data again changes nothing. Records are redacted
-        like any write; a record without `provenance` gets `import`.
+        Every record is validated before anything is written; then all are written, with the
+        parents they are newer versions of, all or nothing: in one `put_many` on a store whose
+        `put_many` is one transaction (SQLite), else one at a time, undoing the written ones
+        when a write fails. Ids are kept, so importing the same data again changes nothing.
+        Records are redacted like any write; a record without `provenance` gets `import`.
 
         Raises:
             InvalidRequest: the data is not JSON or a record is malformed; nothing is written.
+            StoreError: a write failed; the message says the import was rolled back, or, when
+                undoing it failed too, which keys may still hold imported records.
         """
         if not isinstance(data, (str, bytes)):
             raise InvalidRequest(f"import_memories takes JSON text, not {type(data).__name__}")
@@ -640,7 +634,8 @@ class AsyncMemoryLayer:
         for memory in memories:
             check_user_metadata(memory.metadata)
             self._ingest(memory, extract=not memory.entities)
-        await self._write(memories + await self._link_versions(memories))
+        stored = await self._stored_copies(memories)
+        await self._write_all_or_nothing(memories + self._link_versions(memories, stored), stored)
         if len(memories) >= OPTIMIZE_AFTER_IMPORT:
             await self._optimize_store()
         return len(memories)
@@ -656,13 +651,22 @@ class AsyncMemoryLayer:
         except StoreError as exc:
             logger.warning("imported into %s, but could not optimize the store: %s", self, exc)
 
-    async def _link_versions(self, memories: list[Memory]) -> list[Memory]:
+    async def _stored_copies(self, memories: Sequence[Memory]) -> dict[str, MemoryItem]:
+        """The scope's items under the records' ids and their parents' ids: what an import
+        links to and what it overwrites. An empty scope, as a restore's usually is, reads none."""
+        keys = [memory.id for memory in memories]
+        keys += [memory.parent_id for memory in memories if memory.parent_id is not None]
+        if not keys or not await self.store.query(self.scope, "", top_k=1):
+            return {}
+        return await self._items(list(dict.fromkeys(keys)))
+
+    def _link_versions(self, memories: list[Memory], stored: dict[str, MemoryItem]) -> list[Memory]:
         """Link imported records to their newer versions; returns stored parents to rewrite.
 
         A record's link is its newest version among the records (exports from before
-        `superseded_by` lack links), else its stored copy's (an older export restored over
-        newer versions leaves them newer), else its own. A stored parent of an imported
-        version gets a link when it has none.
+        `superseded_by` lack links), else its stored copy's in `stored` (an older export
+        restored over newer versions leaves them newer), else its own. A stored parent of an
+        imported version gets a link when it has none.
         """
         newest = newest_versions(memories)
         imported = {memory.id: memory for memory in memories}
@@ -671,9 +675,6 @@ class AsyncMemoryLayer:
                 _set_successor(imported[memory_id], child.id)
         # the stored copies that matter: of records that no record supersedes, and of parents
         wanted = [i for i in imported if i not in newest] + [i for i in newest if i not in imported]
-        if not wanted or not await self.store.query(self.scope, "", top_k=1):
-            return []  # an empty scope, as a restore's usually is: no stored copy to read
-        stored = await self._items(wanted)
         relinked = []
         for memory_id in wanted:
             item = stored.get(memory_id)
@@ -730,6 +731,75 @@ class AsyncMemoryLayer:
             return
         for scope, key, value, metadata in entries:
             await self.store.put(scope, key, value, metadata=metadata)
+
+    async def _write_all_or_nothing(
+        self, memories: Sequence[Memory], before: dict[str, MemoryItem]
+    ) -> None:
+        """Write `memories` so that a failure leaves the scope as `before` (its items under
+        their ids) shows it, as far as the store allows.
+
+        A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one. Any
+        other gets one put at a time, the protocol's only write: should one fail, the keys
+        tried (the failed one too, it may have landed) get back what `before` holds, and keys
+        it lacks get the tombstone `forget` writes; then the error is raised, saying so.
+        """
+        if getattr(self.store, "atomic_put_many", False) is True:
+            await self._write(memories)
+            return
+        await self._look_up_links(memories)  # so the rewrite records them
+        tried: list[str] = []
+        try:
+            for memory in memories:
+                tried.append(memory.id)
+                value, metadata = to_store(memory, agent=self._agent)
+                await self.store.put(self.scope, memory.id, value, metadata=metadata)
+        except Exception as exc:
+            raise await self._undo(tried, before, exc) from exc
+
+    async def _undo(
+        self, keys: list[str], before: dict[str, MemoryItem], error: Exception
+    ) -> Exception:
+        """Put `keys` back as `before` holds them after `error` stopped a write (a plugin that
+        crashed restarts on the next call); returns the error to raise, which says whether the
+        scope is as it was or which keys may still hold the new writes."""
+        kind = type(error) if isinstance(error, AnimusError) else StoreError
+        for done, key in enumerate(keys):
+            item = before.get(key)
+            try:
+                if item is None:
+                    await self._put_tombstone(key)
+                else:
+                    await self.store.put(
+                        self.scope,
+                        key,
+                        item.value,
+                        metadata=dict(item.metadata),
+                        ttl_seconds=_ttl_left(item),
+                    )
+            except Exception as undo_error:
+                left = keys[done:]
+                return kind(
+                    f"{error}; undoing the import failed too ({undo_error}), so {self.scope} may "
+                    f"still hold imported records under {len(left)} key(s): {_listed(left)}; "
+                    "once the store works, import the same file again to complete the import"
+                )
+        return kind(f"{error}; the import was rolled back: {self.scope} holds what it held before")
+
+    async def _put_tombstone(self, memory_id: str) -> None:
+        """Overwrite `memory_id` with an empty, SECRET, COLD tombstone that expires after a
+        second: no read returns it, and the store stops holding it within a second."""
+        await self.store.put(
+            self.scope,
+            memory_id,
+            {"content": ""},
+            metadata={
+                DELETED_KEY: True,
+                "sensitivity": Sensitivity.SECRET.value,
+                "tier": MemoryTier.COLD.value,
+                **bucket_metadata(memory_id),
+            },
+            ttl_seconds=1,
+        )
 
     async def _get(self, memory_id: str) -> Memory | None:
         item = await self.store.get(self.scope, memory_id)
@@ -979,6 +1049,18 @@ def _read(
     if successor_unknown(value, metadata):
         setattr(memory, _UNLINKED, True)
     return memory
+
+
+def _listed(keys: Sequence[str]) -> str:
+    """Up to ten keys, then how many more, for a one-line message."""
+    return ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
+
+
+def _ttl_left(item: MemoryItem) -> int | None:
+    """The `ttl_seconds` that rewrites `item` expiring when it does (at least a second)."""
+    if item.expires_at is None:
+        return None
+    return max(1, math.ceil((item.expires_at - utcnow()).total_seconds()))
 
 
 def _memory_of(item: MemoryItem) -> Memory:

@@ -63,7 +63,7 @@ METADATA_DEFAULTS: dict[str, str] = {
 #: Reserved keys the caller's metadata may carry: the layer's own redaction bookkeeping.
 REDACTION_KEYS = ("_redaction_count", "_redaction_types")
 
-# Layer bookkeeping in store metadata. `_bucket` (the id's first two characters) lets the layer
+# Layer bookkeeping in store metadata. `_bucket` (the id's first two hex digits) lets the layer
 # enumerate a scope in slices and find ids by prefix despite the store's top_k cap; `_entities`
 # holds linked entity keys so stores can filter on them; `_deleted` marks a forgotten memory.
 BUCKET_KEY = "_bucket"
@@ -329,9 +329,15 @@ def _entity_from_json(data: object, where: str) -> Entity:
 # -- the store mapping ---------------------------------------------------------------------
 
 
-def bucket_of(memory_id: str) -> str:
-    """The enumeration slice of an id: its first two characters, lowercase."""
-    return memory_id[:2].lower()
+def bucket_metadata(memory_id: str) -> dict[str, JSON]:
+    """The `_bucket` metadata of an id: its first two characters, lowercase, when both are hex
+    digits (every UUID's are). The layer lists a large scope by the 256 hex buckets plus the
+    items without one, so an id such as `desk-limits` (an imported key) gets no bucket: a bucket
+    like "sk" would be in no slice, and the memory missing from the listing."""
+    bucket = memory_id[:2].lower()
+    if len(bucket) == 2 and all(char in "0123456789abcdef" for char in bucket):
+        return {BUCKET_KEY: bucket}
+    return {}
 
 
 def check_user_metadata(metadata: Mapping[str, JSON] | None) -> dict[str, JSON]:
@@ -365,7 +371,7 @@ def to_store(memory: Memory, *, agent: str) -> tuple[dict[str, JSON], dict[str, 
             "source": memory.source,
             "confidence": memory.confidence,
             "provenance": memory.provenance,
-            BUCKET_KEY: bucket_of(memory.id),
+            **bucket_metadata(memory.id),
         }
     )
     if memory.parent_id is not None:

@@ -86,6 +86,10 @@ class BaseStore(ABC):
     """A `MemoryStore` that validates its inputs and leaves storage to subclasses."""
 
     capabilities: ClassVar[Capabilities] | Capabilities
+    #: Whether `put_many` writes every entry or none (one transaction). The fallback below
+    #: writes one at a time, so a failure part-way leaves the entries before it written; the
+    #: memory layer's import undoes those itself on a store where this is False.
+    atomic_put_many: ClassVar[bool] = False
 
     # -- public protocol --------------------------------------------------------------------
 
@@ -187,7 +191,8 @@ class BaseStore(ABC):
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
         """Store many `(scope, key, value, metadata)` entries; backends override this to batch.
 
-        Every entry is validated before anything is written.
+        Every entry is validated before anything is written; then they are written one at a
+        time, so a failing write leaves the ones before it (see `atomic_put_many`).
         """
         await self._ready()
         checked = [self._check_entry(entry) for entry in entries]

@@ -394,6 +394,7 @@ class SQLiteStore(BaseStore):
         strong_consistency=True,
         max_query_top_k=MAX_QUERY_TOP_K,
     )
+    atomic_put_many = True  # one transaction
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
         self.path = Path(path)

@@ -18,6 +18,7 @@ from animus_flows.memory.export import (
     read_backup,
 )
 from animus_flows.memory.layer import OPTIMIZE_AFTER_IMPORT
+from animus_flows.memory.records import to_store
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 from animus_flows.stores.sqlite import GET_MANY_BATCH
@@ -126,10 +127,41 @@ def test_an_import_stands_when_optimizing_the_store_fails(db, caplog):
 
 
 def test_import_accepts_a_bare_list_and_defaults_provenance(memory):
-    memory_id = "3F2A9C1B-8D7E-4F5A-9B3C-2D1E0F9A8B7C"
+    memory_id = "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c"
     assert memory.import_memories(json.dumps([{"id": memory_id, "content": "bare"}])) == 1
-    stored = memory.get_memory(memory_id.lower())
+    stored = memory.get_memory(memory_id)
     assert (stored.content, stored.provenance) == ("bare", "import")
+
+
+def test_parsing_keeps_every_id_as_the_key_it_names():
+    # ids are store keys: the layer's UUIDs, and the keys other tools chose (`memory put --key`,
+    # seed scripts), in any case; links name them the same way
+    text = json.dumps(
+        [
+            {"id": "desk-limits", "content": "limits v1", "superseded_by": "Limits-2"},
+            {"id": "Limits-2", "content": "limits v2", "version": 2, "parent_id": "desk-limits"},
+            {"id": "3F2A9C1B-8D7E-4F5A-9B3C-2D1E0F9A8B7C", "content": "an upper-case uuid"},
+            {"id": "d41d8cd98f00b204e9800998ecf8427e", "content": "an md5, not re-keyed"},
+        ]
+    )
+    memories = parse_export(text)
+    assert [m.id for m in memories] == [
+        "desk-limits",
+        "Limits-2",
+        "3F2A9C1B-8D7E-4F5A-9B3C-2D1E0F9A8B7C",
+        "d41d8cd98f00b204e9800998ecf8427e",
+    ]
+    assert (memories[0].superseded_by, memories[1].parent_id) == ("Limits-2", "desk-limits")
+    assert {m.provenance for m in memories} == {"import"}
+    # the listing's `_bucket` is for ids that start with two hex digits only
+    buckets = [to_store(m, agent="dev")[1].get("_bucket") for m in memories]
+    assert buckets == ["de", None, "3f", "d4"]
+
+
+def test_an_import_writes_each_record_under_its_own_key(memory, raw):
+    memory.import_memories(json.dumps([{"id": "Desk-Limits", "content": "max 100M"}]))
+    assert raw.get(SCOPE, "Desk-Limits").value["content"] == "max 100M"
+    assert memory.get_memory("Desk-Limits").content == "max 100M"
 
 
 def test_import_redacts_like_any_write(memory):
@@ -148,14 +180,19 @@ def test_import_redacts_like_any_write(memory):
         ('{"format": "animus-memories", "version": 9, "memories": []}', "export version 9"),
         ('{"format": "animus-memories", "version": 1}', "import data has no list of memories"),
         ('"text"', "import data has no list of memories"),
-        ('[{"id": "nope", "content": "x"}]', "memories[1]: id 'nope' is not a UUID"),
+        ('[{"id": 7, "content": "x"}]', "memories[1]: memory id 7 must be a non-empty string"),
+        ('[{"id": "", "content": "x"}]', "memories[1]: memory id '' must be a non-empty string"),
         (
-            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x", "parent_id": "p"}]',
-            "memories[1].parent_id: id 'p' is not a UUID",
+            json.dumps([{"id": "k" * 1025, "content": "x"}]),
+            "memories[1]: key 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk'... is 1025 characters",
+        ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x", "parent_id": 7}]',
+            "memories[1]: parent_id 7 must be a string or None",
         ),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x", "superseded_by": 7}]',
-            "memories[1].superseded_by: id 7 is not a UUID",
+            "memories[1]: superseded_by 7 must be a string or None",
         ),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x"},'

@@ -646,6 +646,17 @@ def test_a_scope_larger_than_max_query_top_k_is_enumerated_by_slices(tmp_path):
         assert layer.get_memory(some.id[:8]).id == some.id
 
 
+def test_imported_keys_that_are_not_uuids_are_enumerated_past_max_query_top_k(tmp_path):
+    # keys other tools chose ("fx-3") get no `_bucket`: the listing's slice of items without one
+    # finds them; a bucket "fx" would lie outside the 256 hex slices
+    keyed = [record(f"keyed {n}", f"fx-{n}") for n in range(10)]
+    with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
+        layer.import_memories(export_of(*keyed, *(record(f"n{n}") for n in range(25))))
+        ids = [m["id"] for m in json.loads(layer.export_memories())["memories"]]
+        assert len(ids) == 35 and {f"fx-{n}" for n in range(10)} <= set(ids)
+        assert layer.get_memory("fx-7").content == "keyed 7"
+
+
 def test_newer_versions_past_max_query_top_k_are_all_found(tmp_path):
     # 25 old versions stored before links, then restored from an export: looking up their
     # newer versions finds 25, more than the store answers per query
