@@ -57,7 +57,13 @@ class ScratchpadState:
 
 def scratchpad_path(root: Path, project_id: str, scope: str) -> Path:
     """The file of one scope; ids are percent-encoded so any id is one safe path segment."""
-    return root / "scratchpad" / quote(project_id, safe="") / f"{quote(scope, safe='')}.md"
+    return root / "scratchpad" / _segment(project_id) / f"{_segment(scope)}.md"
+
+
+def _segment(ident: str) -> str:
+    # quote() leaves "." and ".." as they are: as folder names they would leave the tree
+    encoded = quote(ident, safe="")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
 
 
 class Scratchpad:

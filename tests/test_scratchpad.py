@@ -27,6 +27,18 @@ def test_a_write_past_the_limit_is_refused_with_both_counts_and_changes_nothing(
     assert pad.write("x" * 20).chars_current == 20  # exactly the limit fits
 
 
+@pytest.mark.parametrize("project", ["..", ".", "../..", "a/b", "100%", "é"])
+@pytest.mark.parametrize("scope", ["..", ".", "x/../y"])
+def test_any_id_stays_one_file_inside_the_scratchpad_folder(tmp_path, project, scope):
+    root = tmp_path / ".animus"
+    pad = Scratchpad(root, project, scope, max_chars=100)
+    pad.write("note")
+    assert pad.path.parent.parent == root / "scratchpad"
+    assert [p for p in tmp_path.rglob("*.md")] == [pad.path]
+    others = {Scratchpad(root, other, scope, max_chars=100).path for other in ("..", ".", "%2E")}
+    assert len(others) == 3  # distinct ids, distinct files
+
+
 def test_append_adds_a_line_and_an_empty_append_changes_nothing(tmp_path):
     pad = Scratchpad(tmp_path, "desk", "analyst")
     assert pad.append("first").text == "first"

@@ -264,6 +264,17 @@ class WorkflowFile(Model):
 
     _source: Path | None = PrivateAttr(None)
 
+    @field_validator("project")
+    @classmethod
+    def _printable_project(cls, project: str | None) -> str | None:
+        # the id lands in scopes, file names and one-line messages: no NUL, newline or escape
+        if project is not None and any(ord(c) < 32 or ord(c) == 127 for c in project):
+            raise ValueError(
+                f"project {project!r} contains a control character; "
+                "use a plain name such as 'trade-desk'"
+            )
+        return project
+
     @property
     def source(self) -> Path | None:
         return self._source

@@ -323,3 +323,10 @@ def test_an_agent_may_set_its_memory_loader_budget_and_sectors():
         "w.yaml:4:33: agents.dev.memory_loader.sector: unknown key 'sector'; "
         "did you mean 'sectors'?",
     ]
+
+
+@pytest.mark.parametrize("project", ['"a\\0b"', '"a\\nerror: x"', '"tab\\there"', '"esc\\e[31m"'])
+def test_a_project_id_with_control_characters_is_refused_at_its_line(project):
+    message = _error(f"version: 1\nproject: {project}\n")
+    assert message.startswith("workflow.yaml:2:") and "contains a control character" in message
+    assert "use a plain name such as 'trade-desk'" in message and "\n" not in message
