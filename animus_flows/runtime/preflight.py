@@ -15,6 +15,7 @@ from animus_flows.config.loader import load_workflow, workflow_warnings
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import AnimusError
 from animus_flows.plugins import PluginRegistry
+from animus_flows.redaction import redact
 from animus_flows.runtime.engine import compile_workflow
 
 REACH_TIMEOUT_S = 3.0
@@ -43,8 +44,8 @@ async def _probe(registry: PluginRegistry, plugin_id: str, kind: str) -> dict[st
         entry["error"] = f"no answer within {REACH_TIMEOUT_S:g} s"
     except AnimusError as exc:
         entry["error"] = str(exc)
-    except Exception as exc:
-        entry["error"] = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # not an AnimusError, so not redacted yet
+        entry["error"] = redact(f"{type(exc).__name__}: {exc}").text
     entry["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return entry
 
