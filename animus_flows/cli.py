@@ -51,7 +51,7 @@ def _main(
 
 
 def handles_errors(command: F) -> F:
-    """Turn library errors into one stderr line and the right exit code."""
+    """Turn library errors into one stderr line and the right exit code, secrets redacted."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -63,18 +63,22 @@ def handles_errors(command: F) -> F:
             if _state["debug"]:
                 raise
             for line in str(exc).splitlines() or [type(exc).__name__]:
-                typer.echo(f"error: {line}", err=True)
+                _print_error(line)
             raise typer.Exit(exc.exit_code) from None
         except Exception as exc:  # a bug: still one line, unless asked for more
             if _state["debug"]:
                 raise
-            typer.echo(
-                f"error: unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)",
-                err=True,
-            )
+            _print_error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _print_error(message: str) -> None:
+    # AnimusError messages are redacted when made; anything else an error quotes is not.
+    from animus_flows.redaction import redact
+
+    typer.echo(f"error: {redact(message).text}", err=True)
 
 
 def _print_json(document: Any) -> None:

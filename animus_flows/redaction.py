@@ -5,6 +5,11 @@ hook and the MCP servers call it (or `redact_item` for a whole store write), so 
 on one path is caught on all. Detected secrets become `[REDACTED:<type>]` and the item's metadata
 records `_redaction_count` and `_redaction_types`.
 
+Errors are redacted too: every `AnimusError` message passes through `redact` as it is made, so
+values, plugin output and runner stderr quoted in an error never carry a secret further.
+`redact_head` quotes the start of a long text, `shown_url` hides a displayed URL's credentials,
+and `looks_like_secret` tells a pasted key from a name in fields that want a name.
+
 Patterns favour precision: ordinary hex ids, UUIDs, git SHAs and prose survive. Redaction is a
 safety net, not a vault: a secret in a shape not listed here is stored as written.
 """
@@ -132,6 +137,49 @@ def redact(text: str) -> Redaction:
     """
     text, found = _redact(text)
     return Redaction(text, len(found), tuple(sorted(set(found))))
+
+
+def redact_head(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, secrets redacted: how a message quotes a value.
+
+    Redacted before the cut, which could leave a piece of a secret that no pattern knows. Only
+    the first 16 * `limit` characters are read, so quoting a huge value stays cheap.
+    """
+    return redact(text[: 16 * limit]).text[:limit]
+
+
+# The scheme, then the userinfo: everything of the authority up to its last `@`.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be displayed: a `user:password@` (or `token@`) part becomes `***@`.
+
+    Example:
+        ```python
+        shown_url("https://me:hunter2@zep.example.com/api")  # 'https://***@zep.example.com/api'
+        ```
+    """
+    return _USERINFO.sub(r"\1***@", url)
+
+
+# A run of 16+ letters and digits mixing lowercase letters and digits: the shape of a generated
+# key (`z_4f9ac1...`), not of a name (`ZEP_API_KEY`, `zep_key_2`).
+_KEY_RUN = re.compile(r"[A-Za-z0-9]{16,}")
+
+
+def looks_like_secret(text: str) -> bool:
+    """Whether `text` holds a secret `redact` finds, or a run shaped like a generated key.
+
+    For fields that hold a name, never a key (`api_key_env`): an error about such a field
+    should not quote a key pasted into it.
+    """
+    if redact(text).count:
+        return True
+    return any(
+        any(c.isdigit() for c in run) and any(c.islower() for c in run)
+        for run in _KEY_RUN.findall(text)
+    )
 
 
 def _redact(text: str) -> tuple[str, list[str]]:

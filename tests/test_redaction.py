@@ -1,11 +1,13 @@
 """Secret redaction: a corpus of secrets that must go and look-alikes that must stay."""
 
+import pickle
 import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from animus_flows.errors import InvalidRequest
 from animus_flows.redaction import (
     _BEARER,
     _PATTERNS,
@@ -13,10 +15,13 @@ from animus_flows.redaction import (
     _URL_PASSWORD,
     REDACTION_TYPES,
     _may_name_a_secret,
+    looks_like_secret,
     redact,
+    redact_head,
     redact_item,
     redact_json,
     redaction_metadata,
+    shown_url,
 )
 
 # Sample credentials: published documentation examples or random strings, none of them live.
@@ -255,3 +260,48 @@ def test_redact_item_is_the_one_call_for_a_store_write():
         "_redaction_count": 1,
         "_redaction_types": ["aws_access_key"],
     }
+
+
+# -- errors and displayed text ---------------------------------------------------------------
+
+
+def test_errors_are_redacted_as_they_are_made_and_survive_pickling():
+    error = InvalidRequest("tier 'AKIAIOSFODNN7EXAMPLE' is not one of hot, warm, cold")
+    assert str(error) == "tier '[REDACTED:aws_access_key]' is not one of hot, warm, cold"
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)  # Prefect pickles results
+
+
+def test_redact_head_redacts_before_it_cuts():
+    text = "x" * 90 + " AKIAIOSFODNN7EXAMPLE"
+    assert redact_head(text, 100) == "x" * 90 + " [REDACTED"
+    assert redact(text[:100]).text == text[:100]  # cut first, the piece would stay
+
+
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("https://user:hunter2@zep.example.com:8000/api", "https://***@zep.example.com:8000/api"),
+        ("https://z_token1234@127.0.0.1:9/", "https://***@127.0.0.1:9/"),
+        ("https://a@b@zep.example.com/x?next=c@d", "https://***@zep.example.com/x?next=c@d"),
+        ("https://zep.example.com/users/a@b", "https://zep.example.com/users/a@b"),
+        ("https://zep.example.com?next=a@b", "https://zep.example.com?next=a@b"),
+        ("zep.example.com", "zep.example.com"),
+    ],
+)
+def test_shown_url_hides_only_the_userinfo(url, shown):
+    assert shown_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("z_supersecretkey1234567890abcdef", True),
+        ("AKIAIOSFODNN7EXAMPLE", True),
+        ("ZEP_API_KEY", False),
+        ("zep_key_2", False),
+        ("zep_api_key_for_project_2", False),
+        ("ANIMUS_TEST_ZEP_KEY_2024", False),
+    ],
+)
+def test_looks_like_secret_tells_keys_from_variable_names(text, secret):
+    assert looks_like_secret(text) is secret

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from animus_flows.config.models import ID_HINT, STORE_TYPES, WorkflowFile
 from animus_flows.errors import ConfigError
+from animus_flows.redaction import looks_like_secret
 
 Loc = tuple[str | int, ...]
 
@@ -203,7 +204,7 @@ def _issue_from_pydantic(error: dict[str, Any]) -> Issue:
         found = f"unknown store type {ctx.get('tag')!r}" if "tag" in ctx else "missing `type`"
         at_key = kind == "union_tag_not_found"
         return Issue((*loc, "type"), f"{found}; expected one of {expected}", at_key=at_key)
-    shown = "" if _is_secret(loc) else f", got {value!r}"
+    shown = "" if _is_secret(loc, value) else f", got {value!r}"
     messages = {
         "greater_than_equal": f"must be >= {ctx.get('ge')}{shown}",
         "greater_than": f"must be > {ctx.get('gt')}{shown}",
@@ -236,8 +237,11 @@ def _issue_from_pydantic(error: dict[str, Any]) -> Issue:
     return Issue(loc, messages.get(kind, str(error["msg"])[:1].lower() + str(error["msg"])[1:]))
 
 
-def _is_secret(loc: Loc) -> bool:
-    return any("key" in str(part) and "api" in str(part) for part in loc)
+def _is_secret(loc: Loc, value: Any) -> bool:
+    """Whether an issue must not quote its value: `api_key`'s, an `env:` entry's, or any
+    value shaped like a key."""
+    secret_field = bool(loc) and (loc[-1] == "api_key" or "env" in loc[:-1])
+    return secret_field or looks_like_secret(str(value))
 
 
 def _fields_at(loc: Loc) -> list[str]:

@@ -6,14 +6,18 @@ any field fails at load with a path into the document. Nothing here imports a st
 
 from __future__ import annotations
 
+import re
 import string
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 
+from animus_flows.redaction import looks_like_secret
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ID_HINT = "letters, digits, '.', '_' and '-', starting with a letter or digit"
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TEMPLATE_FIELDS = frozenset({"project_id", "agent_id", "task_id", "phase_id"})
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
@@ -72,8 +76,27 @@ class ZepSpec(Model):
     api_key: SecretStr | None = Field(
         None, description="Zep API key; prefer api_key_env to keep it out of the file."
     )
-    api_key_env: str = Field("ZEP_API_KEY", description="Environment variable with the API key.")
+    api_key_env: str = Field(
+        "ZEP_API_KEY", description="Name of the environment variable holding the API key."
+    )
     timeout_s: float = Field(10.0, gt=0, description="Deadline for one call, retries included.")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, name: str) -> str:
+        # A key pasted here would otherwise be echoed by every "set the ... variable" message.
+        if looks_like_secret(name):
+            raise ValueError(
+                "looks like an API key, not the name of an environment variable; put the key "
+                "in an environment variable such as ZEP_API_KEY and write the variable's name "
+                "here (api_key_env: ZEP_API_KEY)"
+            )
+        if not ENV_NAME_PATTERN.match(name):
+            raise ValueError(
+                f"{name!r} is not an environment variable name; use letters, digits and '_', "
+                "not starting with a digit (e.g. api_key_env: ZEP_API_KEY)"
+            )
+        return name
 
 
 class JsonRpcSpec(Model):

@@ -36,6 +36,7 @@ from animus_flows.protocol import (
     Scope,
     ScopePage,
 )
+from animus_flows.redaction import redact_head
 
 # -- error codes ----------------------------------------------------------------------------
 
@@ -250,7 +251,9 @@ def method_arguments(method: str, params: Mapping[str, JSON]) -> dict[str, Any]:
         if value is None and nullable:
             arguments[name] = None
         elif isinstance(value, bool) or not isinstance(value, types):
-            raise InvalidRequest(f"{method}: param {name} is {json.dumps(value)[:60]}; send {what}")
+            raise InvalidRequest(
+                f"{method}: param {name} is {redact_head(json.dumps(value), 60)}; send {what}"
+            )
         else:
             arguments[name] = value
     return arguments
@@ -333,7 +336,7 @@ def error_from_response(error: Mapping[str, JSON], source: str) -> AnimusError:
     """The exception a host raises for a plugin's error object; `source` names the plugin."""
     code = error["code"]
     # One line, of a sensible length, whatever the plugin sent: it ends up on a terminal.
-    message = f"{source}: {' '.join(str(error['message']).split())[:500]}"
+    message = f"{source}: {redact_head(' '.join(str(error['message']).split()), 500)}"
     data = error.get("data")
     name = data.get("error") if isinstance(data, dict) else None
     cls = _ERRORS_BY_CODE.get(code)  # type: ignore[arg-type]
@@ -355,7 +358,7 @@ def error_from_response(error: Mapping[str, JSON], source: str) -> AnimusError:
 
 
 def _malformed(source: str, method: str, result: JSON, why: object) -> StoreUnavailable:
-    shown = json.dumps(result, ensure_ascii=False)[:120]
+    shown = redact_head(json.dumps(result, ensure_ascii=False), 120)
     return StoreUnavailable(
         f"{source} answered {method} with a malformed result {shown} ({why}); "
         f"the plugin does not follow protocol {PROTOCOL_VERSION}"

@@ -15,6 +15,7 @@ from animus_flows.config.loader import load_workflow, workflow_warnings
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import AnimusError
 from animus_flows.plugins import PluginRegistry
+from animus_flows.redaction import redact
 from animus_flows.runtime.engine import compile_workflow
 
 REACH_TIMEOUT_S = 3.0
@@ -24,7 +25,8 @@ RESOLVE_TIMEOUT_S = 60.0
 
 
 def _describe(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, AnimusError) else f"{type(exc).__name__}: {exc}"
+    # an AnimusError's message is redacted as it is made; any other is redacted here
+    return str(exc) if isinstance(exc, AnimusError) else redact(f"{type(exc).__name__}: {exc}").text
 
 
 async def _probe(registry: PluginRegistry, plugin_id: str, kind: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 from animus_flows.config.models import CommandRunner
 from animus_flows.contract import RuntimeContract
 from animus_flows.errors import AnimusError
+from animus_flows.redaction import redact
 
 STDERR_TAIL_CHARS = 2000
 
@@ -110,12 +111,24 @@ async def run_command_runner(spec: CommandRunner, contract: RuntimeContract, cwd
             _kill_group(process)
             raise
     if process.returncode != 0:
-        tail = stderr.decode("utf-8", "replace").strip()[-STDERR_TAIL_CHARS:]
+        tail = stderr_tail(stderr)
         raise PhaseFailed(
             f"runner command {name!r} exited with code {process.returncode} in phase "
             f"{contract.phase_id!r}: {tail or '(no stderr)'}"
         )
     return stdout.decode("utf-8", "replace").rstrip("\n")
+
+
+def stderr_tail(stderr: bytes) -> str:
+    """The last `STDERR_TAIL_CHARS` characters of a runner's stderr, secrets redacted.
+
+    Redacted before the cut, which could split a secret into a piece no pattern knows; only the
+    end is redacted (stderr may be megabytes), from a line start when that end was cut out.
+    """
+    window = stderr[-4 * STDERR_TAIL_CHARS :].decode("utf-8", "replace")
+    if len(stderr) > 4 * STDERR_TAIL_CHARS and "\n" in window:
+        window = window.partition("\n")[2]
+    return redact(window.strip()).text[-STDERR_TAIL_CHARS:]
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:

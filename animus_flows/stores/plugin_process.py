@@ -22,10 +22,13 @@ from pathlib import Path
 from animus_flows.errors import ConfigError, StoreTimeout, StoreUnavailable
 from animus_flows.jsonrpc import codec
 from animus_flows.protocol import JSON, METHOD_INITIALIZE, PROTOCOL_VERSION
+from animus_flows.redaction import redact, redact_head
 
 log = logging.getLogger("animus_flows.plugins")
 
 STDERR_TAIL_LINES = 20
+#: How much of a garbage stdout line an error quotes.
+SHOWN_LINE_CHARS = 80
 #: How long a plugin gets to exit by itself after its stdin closes, then after SIGTERM.
 EXIT_GRACE_S = 1.0
 
@@ -248,7 +251,9 @@ class PluginProcess:
         try:
             response = codec.parse_response(codec.decode(line))
         except (codec.ProtocolError, ValueError):
-            shown = line[:80].decode("utf-8", "replace")
+            # Only the head is decoded: the line may be megabytes long.
+            head = line[: 64 * SHOWN_LINE_CHARS].decode("utf-8", "replace")
+            shown = redact_head(head, SHOWN_LINE_CHARS)
             return (
                 f"plugin {self.name} wrote {shown!r} to stdout, which is not a JSON-RPC "
                 "response; it was stopped. A plugin writes only protocol messages to stdout "
@@ -267,7 +272,8 @@ class PluginProcess:
         while chunk := await proc.stderr.read(2**16):
             for line in splitter.feed(chunk):
                 if isinstance(line, bytes) and line.strip():
-                    text = line.decode("utf-8", "replace").rstrip()
+                    # Redacted as it arrives: the line goes to the log and into error messages.
+                    text = redact(line.decode("utf-8", "replace").rstrip()).text
                     self._stderr_tail.append(text)
                     log.info("plugin %s: %s", self.name, text)
 

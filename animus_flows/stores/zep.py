@@ -35,6 +35,7 @@ from animus_flows.protocol import (
     matches_filters,
     utcnow,
 )
+from animus_flows.redaction import shown_url
 from animus_flows.stores import zep_wire as wire
 from animus_flows.stores.base import BaseStore, check_scope
 from animus_flows.stores.zep_http import (
@@ -128,7 +129,7 @@ class ZepStore(BaseStore):
         return cls(key, base_url=spec.base_url, timeout_s=spec.timeout_s)
 
     def describe(self) -> str:
-        return f"ZepStore({self.base_url!r})"
+        return f"ZepStore({shown_url(self.base_url)!r})"
 
     async def aclose(self) -> None:
         client, self._own_client, self._sdk = self._own_client, None, None
@@ -177,8 +178,8 @@ class ZepStore(BaseStore):
             except (ValueError, ApiError) as exc:  # a 2xx body the SDK's models cannot read
                 raise StoreUnavailable(
                     f"Zep answered {what} with a body this store cannot read "
-                    f"({type(exc).__name__}); check that base_url ({self.base_url}) is a Zep "
-                    "v2 API"
+                    f"({type(exc).__name__}); check that base_url "
+                    f"({shown_url(self.base_url)}) is a Zep v2 API"
                 ) from None
 
     # -- users, sessions, messages --------------------------------------------------------

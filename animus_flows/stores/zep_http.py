@@ -29,6 +29,7 @@ from animus_flows.errors import (
     StoreTimeout,
     StoreUnavailable,
 )
+from animus_flows.redaction import redact_head, shown_url
 
 
 class ZepNotFound(StoreUnavailable):
@@ -68,7 +69,7 @@ def _server_message(body: str) -> str:
         parsed = None
     message = parsed.get("message") if isinstance(parsed, dict) else None
     text = str(message) if message else body.strip()
-    return " ".join(text.split())[:200] or "no details"
+    return redact_head(" ".join(text.split()), 200) or "no details"
 
 
 def status_error(
@@ -77,9 +78,8 @@ def status_error(
     """The error for an HTTP answer, None for a success. `secret` is scrubbed from the text."""
     if 200 <= status < 300:
         return None
-    detail = _server_message(body)
-    if secret:
-        detail = detail.replace(secret, "***")
+    # Scrubbed before `_server_message` shortens it: a cut through the key would leave a piece.
+    detail = _server_message(body.replace(secret, "***") if secret else body)
     where = f"{method} {path}"
     if status in (401, 403):
         return ConfigError(
@@ -172,7 +172,7 @@ class RetryingHttpClient(AsyncHttpClient):
         self._secret = secret
 
     def __repr__(self) -> str:
-        return f"<RetryingHttpClient {self.base_url}>"
+        return f"<RetryingHttpClient {shown_url(str(self.base_url))}>"
 
     async def request(  # type: ignore[override]
         self, path: str | None = None, *, method: str, **kwargs: Any
@@ -198,7 +198,8 @@ class RetryingHttpClient(AsyncHttpClient):
                 raise _timeout_error(where, timeout_s) from None
             except httpx.TransportError as exc:
                 error: AnimusError = StoreUnavailable(
-                    f"cannot reach Zep at {self.base_url} ({type(exc).__name__}: {exc})"
+                    f"cannot reach Zep at {shown_url(str(self.base_url))} "
+                    f"({type(exc).__name__}: {exc})"
                 )
                 wait = None
             else:
@@ -207,7 +208,7 @@ class RetryingHttpClient(AsyncHttpClient):
                     response.text,
                     method=method,
                     path=str(path),
-                    base_url=str(self.base_url),
+                    base_url=shown_url(str(self.base_url)),
                     secret=self._secret,
                 )
                 if found is None:

@@ -17,6 +17,9 @@ should, except where MODE says otherwise:
     helper          start a helper process (sleep) in its group, then hang on memory/query
     silent-exit     close stdout and keep running
     slow-query      take half a second to answer memory/query
+
+FAULTY_PLUGIN_LINE, when set, replaces the line that `garbage` prints on stdout and
+`exit-early` on stderr.
 """
 
 import json
@@ -26,6 +29,7 @@ import sys
 import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+LINE = os.environ.get("FAULTY_PLUGIN_LINE")
 ITEMS = {}
 
 
@@ -85,7 +89,7 @@ def result(method, params):
 
 def main():
     if MODE == "exit-early":
-        print("faulty plugin: missing configuration file plugin.toml", file=sys.stderr)
+        print(LINE or "faulty plugin: missing configuration file plugin.toml", file=sys.stderr)
         sys.exit(4)
     held = []
     for line in sys.stdin:
@@ -101,7 +105,7 @@ def main():
             print("faulty plugin: segfault in the storage engine", file=sys.stderr, flush=True)
             sys.exit(3)
         if MODE == "garbage" and method == "memory/get":
-            print("Loading model weights... done", flush=True)
+            print(LINE or "Loading model weights... done", flush=True)
             continue
         if MODE == "silent-exit" and method == "memory/get":
             os.close(1)
