@@ -360,7 +360,9 @@ def memory_export(
     task_id: TaskOpt = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write the export here instead of to stdout."),
+        typer.Option(
+            "--output", "-o", help="Write the export here instead of to stdout (`-`: stdout)."
+        ),
     ] = None,
     workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
     as_json: JsonOpt = False,
@@ -372,7 +374,7 @@ def memory_export(
     with open_cli_layer(workflow_file, plugin, scope, project_id, agent_id, task_id) as layer:
         text = layer.export_memories()
         target = layer.scope
-    if output is None:
+    if output is None or str(output) == "-":
         typer.echo(text)  # the export is itself one JSON document, with or without --json
         return
     write_atomically(output, lambda raw: raw.write(text.encode("utf-8")))

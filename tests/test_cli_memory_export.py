@@ -2,8 +2,10 @@
 
 import json
 import os
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,56 @@ def test_export_to_a_file_reports_the_count(project):
     assert json.loads((project / "out" / "all.json").read_text())["count"] == 1
     plain = invoke("memory", "export", *LOCAL, "--scope", "project", "--output", "all.json")
     assert plain.stdout == "exported 1 memories from project=demo to all.json\n"
+
+
+def test_export_through_a_symlink_replaces_its_target_and_keeps_the_link(project):
+    seed(project, Scope("demo"), "linked note")
+    (project / "real.json").write_text("old")
+    (project / "link.json").symlink_to("real.json")
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", "link.json")
+    assert result.exit_code == 0, result.output
+    assert (project / "link.json").is_symlink()
+    assert os.readlink(project / "link.json") == "real.json"
+    assert json.loads((project / "real.json").read_text())["count"] == 1
+    assert sorted(p.name for p in project.glob("*.json")) == ["link.json", "real.json"]
+
+
+def test_export_to_a_named_pipe_writes_into_the_pipe(project):
+    seed(project, Scope("demo"), "piped note")
+    pipe = project / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", "pipe")
+    reader.join(timeout=10)
+    assert result.exit_code == 0, result.output
+    assert json.loads(received[0])["count"] == 1
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)  # still the pipe, not a file renamed over it
+    assert [p.name for p in project.iterdir() if p.name.startswith(".pipe")] == []
+
+
+def test_export_to_dash_prints_the_document(project):
+    seed(project, Scope("demo"), "printed note")
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["count"] == 1
+    assert not (project / "-").exists()
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        ("/proc/animus-export.json", "No such file or directory"),
+        ("animus.yaml/export.json", "a file is in the way of its folder"),
+    ],
+)
+def test_an_unwritable_output_is_one_line_naming_the_path(project, output, reason):
+    seed(project, Scope("demo"), "kept note")
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", output)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: cannot write {output} ({reason}); pass a writable file path\n"
+    assert result.stdout == ""
 
 
 def test_import_reads_stdin(project):
