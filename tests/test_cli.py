@@ -169,6 +169,14 @@ def test_ttl_flag_sets_expiry(project):
             2,
             "Invalid value for '--top-k'",
         ),
+        *(
+            (
+                ["memory", "put", "--scope", "project", "--key", "k", "--value", "1", "--ttl", ttl],
+                2,
+                f"ttl_seconds {ttl} is over the maximum, 3155760000 (100 years)",
+            )
+            for ttl in ("99999999999999999999", "9999999999999", "3155760001")
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_the_right_exit_code(project, args, code, message):
