@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from animus_flows.errors import AnimusError, ConfigError
+from animus_flows.errors import AnimusError, ConfigError, InvalidRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,6 +88,10 @@ def _parse_json(flag: str, text: str, *, want_object: bool = False) -> Any:
         raise ConfigError(
             f"{flag} {text!r} is not valid JSON ({exc.msg} at character {exc.pos}); "
             f"""quote text as JSON, e.g. {flag} '"hello"'"""
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"{flag} {text[:20]!r}... is JSON nested too deeply to read; pass flatter JSON"
         ) from None
     if want_object and not isinstance(value, dict):
         raise ConfigError(f"{flag} {text!r} must be a JSON object, e.g. {flag} '{{\"k\": 1}}'")
@@ -402,7 +406,10 @@ def memory_import(
 
     text = read_input(path)
     with open_cli_layer(workflow_file, plugin, scope, project_id, agent_id, task_id) as layer:
-        count = layer.import_memories(text)
+        try:
+            count = layer.import_memories(text)
+        except InvalidRequest as exc:  # about the input: say which
+            raise InvalidRequest(f"{'stdin' if str(path) == '-' else path}: {exc}") from None
         target = layer.scope
     if as_json:
         _print_json({"imported": count})

@@ -38,6 +38,9 @@ def run_json(*args: str):
     return json.loads(result.stdout)
 
 
+PUT = ["memory", "put", "--scope", "project", "--key", "k"]
+DEEP = "[" * 100_000 + "]" * 100_000
+DEEP_OBJECT = '{"a": ' + DEEP + "}"
 AWKWARD = ["a%b", "a_b", "it's", 'say "hi"', "café/東京", "zz1"]
 
 
@@ -169,9 +172,24 @@ def test_ttl_flag_sets_expiry(project):
             2,
             "Invalid value for '--top-k'",
         ),
+        (
+            [*PUT, "--value", DEEP],
+            2,
+            "--value '[[[[[[[[[[[[[[[[[[[['... is JSON nested too deeply to read",
+        ),
+        (
+            [*PUT, "--value", "1", "--metadata", DEEP_OBJECT],
+            2,
+            "--metadata '{\"a\": [[[[[[[[[[[[[['... is JSON nested too deeply to read",
+        ),
+        (
+            [*PUT, "--value", "[" * 900 + "]" * 900],
+            2,
+            "a value nests lists or objects too deeply to check for secrets",
+        ),
         *(
             (
-                ["memory", "put", "--scope", "project", "--key", "k", "--value", "1", "--ttl", ttl],
+                [*PUT, "--value", "1", "--ttl", ttl],
                 2,
                 f"ttl_seconds {ttl} is over the maximum, 3155760000 (100 years)",
             )

@@ -142,15 +142,33 @@ def test_import_reads_stdin(project):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "error: import data is not valid JSON (Expecting property name"),
-        ('{"format": "zip"}', "error: import data has format 'zip', not 'animus-memories'"),
+        ("{not json", "import data is not valid JSON (Expecting property name"),
+        ('{"format": "zip"}', "import data has format 'zip', not 'animus-memories'"),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok"}, {"id": "x"}]',
-            "error: memories[1]: id 'x' is not a UUID",
+            "memories[1]: id 'x' is not a UUID",
         ),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok", "tier": "tepid"}]',
-            "error: memories[0]: tier 'tepid' is not one of hot, warm, cold",
+            "memories[0]: tier 'tepid' is not one of hot, warm, cold",
+        ),
+        pytest.param(
+            "[" * 100_000 + "]" * 100_000,
+            "import data is not a memory export (JSON nested too deeply to read)",
+            id="nested-too-deeply",
+        ),
+        pytest.param(
+            json.dumps(
+                [
+                    {
+                        "id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c",
+                        "content": "ok",
+                        "metadata": {"a": json.loads("[" * 700 + "]" * 700)},
+                    }
+                ]
+            ),
+            "a value nests lists or objects too deeply to check for secrets",
+            id="a-record-nested-too-deeply",
         ),
     ],
 )
@@ -158,7 +176,9 @@ def test_bad_import_input_is_exit_2_one_line_and_writes_nothing(project, content
     (project / "bad.json").write_text(content)
     result = invoke("memory", "import", "bad.json", *LOCAL, "--scope", "project")
     assert result.exit_code == 2, result.output
-    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+    # the message names the file
+    assert result.stderr.startswith(f"error: bad.json: {message}")
+    assert result.stderr.count("\n") == 1
     assert result.stdout == ""
     assert memories_in(project, "memory.db", Scope("demo")) == []
 
@@ -250,7 +270,7 @@ def test_export_and_import_as_real_processes(project):
     assert json.loads(imported.stdout) == {"imported": 2}
     bad = _animus("memory", "import", "-", *LOCAL, *DEV, cwd=project, stdin="[{]")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    assert bad.stderr.startswith("error: import data is not valid JSON")
+    assert bad.stderr.startswith("error: stdin: import data is not valid JSON")
     assert memories_in(project, "other.db", Scope("demo", agent_id="dev")) == [
         "process note one",
         "process note two",

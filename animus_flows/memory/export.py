@@ -79,6 +79,11 @@ def parse_export(text: str | bytes) -> list[Memory]:
         ) from None
     except UnicodeDecodeError:
         raise InvalidRequest("import data is not UTF-8 text; pass a JSON export") from None
+    except RecursionError:  # no export nests this deep; json would crash on it
+        raise InvalidRequest(
+            "import data is not a memory export (JSON nested too deeply to read); "
+            "pass the output of export_memories or `animus memory export`"
+        ) from None
     if isinstance(data, dict):
         if data.get("format") != EXPORT_FORMAT:
             raise InvalidRequest(
@@ -193,7 +198,7 @@ def read_backup(path: str | os.PathLike[str]) -> str:
         with zipfile.ZipFile(path) as zf:
             export_text = zf.read(BACKUP_EXPORT_NAME).decode("utf-8")
             recorded = json.loads(zf.read(BACKUP_MANIFEST_NAME))
-    except (OSError, KeyError, zipfile.BadZipFile, ValueError) as exc:
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError, RecursionError) as exc:
         raise InvalidRequest(f"{path} is not a readable memory backup ({exc})") from None
     expected = recorded.get("files", {}).get(BACKUP_EXPORT_NAME, {}).get("sha256")
     if hashlib.sha256(export_text.encode("utf-8")).hexdigest() != expected:

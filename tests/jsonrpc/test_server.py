@@ -217,6 +217,18 @@ async def test_store_errors_and_bugs_are_answered(tmp_path):
     await server.store.aclose()
 
 
+async def test_json_nested_too_deeply_is_a_parse_error(tmp_path):
+    server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
+    deep = "[" * 100_000 + "]" * 100_000
+    line = rpc(1, "memory/put", scope=Scope("p").to_json(), key="k", value=0).replace("0}", deep)
+    error = json.loads(await server.answer(line.encode() + b"}"))["error"]
+    assert error["code"] == codec.PARSE_ERROR
+    assert "maximum recursion depth exceeded" in error["message"]
+    after = json.loads(await server.answer(rpc(2, "initialize").encode()))
+    assert after["result"]["plugin_id"] == "p"
+    await server.store.aclose()
+
+
 async def test_a_ttl_over_the_maximum_is_invalid_params(tmp_path):
     server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
     scope = Scope("p").to_json()
