@@ -140,6 +140,8 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a workflow as a Prefect flow and show what each phase received."""
+    if task_id == "":  # the flow reads "" as no task: a run meant for one would skip it silently
+        raise ConfigError("--task-id is empty; pass a task id or leave the flag out")
     from animus_flows.runtime.quiet import quiet_prefect
 
     quiet_prefect(_state["debug"])
@@ -214,7 +216,7 @@ def _scope(
 ) -> Any:
     from animus_flows.cli_support import scope_from_flags
 
-    return scope_from_flags(kind, project_id or default_project, agent_id, task_id)
+    return scope_from_flags(kind, project_id, agent_id, task_id, default_project=default_project)
 
 
 @memory_app.command("put")

@@ -205,6 +205,28 @@ def test_bad_input_is_one_line_and_the_right_exit_code(project, args, code, mess
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        [*PUT, "--value", '"v"'],
+        ["memory", "export", "--scope", "project"],
+        ["memory", "prune", "--scope", "project"],
+    ],
+)
+def test_an_empty_project_id_is_refused_not_replaced_by_the_files(project, command):
+    result = invoke(*command, "--project-id", "")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "error: scope project_id is empty; pass a non-empty string or omit it\n"
+    assert invoke("memory", "get", "--scope", "project", "--key", "k").exit_code == 1
+
+
+def test_run_refuses_an_empty_task_id(project):
+    result = invoke("run", "animus.yaml", "--task-id", "")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "error: --task-id is empty; pass a task id or leave the flag out\n"
+    assert result.stdout == ""
+
+
 def test_several_stores_require_plugin(project):
     (project / "animus.yaml").write_text(
         WORKFLOW.replace("stores:\n", "stores:\n  other: {type: sqlite, path: other.db}\n")
