@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from animus_flows.errors import AnimusError, ConfigError
+from animus_flows.errors import AnimusError, ConfigError, InvalidRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,6 +93,10 @@ def _parse_json(flag: str, text: str, *, want_object: bool = False) -> Any:
             f"{flag} {text!r} is not valid JSON ({exc.msg} at character {exc.pos}); "
             f"""quote text as JSON, e.g. {flag} '"hello"'"""
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"{flag} {text[:20]!r}... is JSON nested too deeply to read; pass flatter JSON"
+        ) from None
     if want_object and not isinstance(value, dict):
         raise ConfigError(f"{flag} {text!r} must be a JSON object, e.g. {flag} '{{\"k\": 1}}'")
     return value
@@ -140,6 +144,8 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a workflow as a Prefect flow and show what each phase received."""
+    if task_id == "":  # the flow reads "" as no task: a run meant for one would skip it silently
+        raise ConfigError("--task-id is empty; pass a task id or leave the flag out")
     from animus_flows.runtime.quiet import quiet_prefect
 
     quiet_prefect(_state["debug"])
@@ -214,7 +220,7 @@ def _scope(
 ) -> Any:
     from animus_flows.cli_support import scope_from_flags
 
-    return scope_from_flags(kind, project_id or default_project, agent_id, task_id)
+    return scope_from_flags(kind, project_id, agent_id, task_id, default_project=default_project)
 
 
 @memory_app.command("put")
@@ -364,7 +370,9 @@ def memory_export(
     task_id: TaskOpt = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write the export here instead of to stdout."),
+        typer.Option(
+            "--output", "-o", help="Write the export here instead of to stdout (`-`: stdout)."
+        ),
     ] = None,
     workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
     as_json: JsonOpt = False,
@@ -376,7 +384,7 @@ def memory_export(
     with open_cli_layer(workflow_file, plugin, scope, project_id, agent_id, task_id) as layer:
         text = layer.export_memories()
         target = layer.scope
-    if output is None:
+    if output is None or str(output) == "-":
         typer.echo(text)  # the export is itself one JSON document, with or without --json
         return
     write_atomically(output, lambda raw: raw.write(text.encode("utf-8")))
@@ -405,7 +413,10 @@ def memory_import(
 
     text = read_input(path)
     with open_cli_layer(workflow_file, plugin, scope, project_id, agent_id, task_id) as layer:
-        count = layer.import_memories(text)
+        try:
+            count = layer.import_memories(text)
+        except InvalidRequest as exc:  # about the input: say which
+            raise InvalidRequest(f"{'stdin' if str(path) == '-' else path}: {exc}") from None
         target = layer.scope
     if as_json:
         _print_json({"imported": count})

@@ -23,9 +23,20 @@ SCOPE_KINDS = ("project", "agent", "task")
 
 
 def scope_from_flags(
-    kind: str, project_id: str, agent_id: str | None, task_id: str | None
+    kind: str,
+    project_id: str | None,
+    agent_id: str | None,
+    task_id: str | None,
+    *,
+    default_project: str,
 ) -> Scope:
-    """The scope named by `--scope KIND` and the id flags; extra or missing ids are errors."""
+    """The scope named by `--scope KIND` and the id flags; extra or missing ids are errors.
+
+    Without `--project-id` the scope is in `default_project` (the workflow file's); an empty
+    id, `--project-id ""` included, is refused like any other.
+    """
+    if project_id is None:
+        project_id = default_project
     if kind not in SCOPE_KINDS:
         raise ConfigError(f"--scope {kind!r} is not a scope kind; use project, agent or task")
     if kind == "agent" and agent_id is None:
@@ -155,7 +166,9 @@ def open_cli_layer(
     that one loop (plugin processes and HTTP pools are loop-bound).
     """
     workflow = load_cli_workflow(workflow_file)
-    scope = scope_from_flags(kind, project_id or workflow.project_id, agent_id, task_id)
+    scope = scope_from_flags(
+        kind, project_id, agent_id, task_id, default_project=workflow.project_id
+    )
     layer = MemoryLayer(choose_store(workflow, plugin), scope)
     try:
         yield layer

@@ -45,6 +45,9 @@ RESERVED_METADATA_KEYS = frozenset(
 
 MAX_ID_LENGTH = 256
 MAX_KEY_LENGTH = 1024
+#: The longest TTL a store accepts: 100 years (of 365.25 days). Longer ones overflow dates;
+#: an item meant to stay has no TTL.
+MAX_TTL_SECONDS = 36525 * 24 * 3600
 
 JSON = Any  # a value json.dumps accepts: None, bool, int, float, str, list, dict with str keys
 ScopeKind = Literal["project", "agent", "task"]

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, RESERVED_METADATA_KEYS
 
 MARKER = "[REDACTED:{}]"
@@ -276,6 +277,9 @@ def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
     `"api_key"`, `"client_secret"`, ...) is replaced whole. Keys are never rewritten.
 
     `skip_keys` names top-level object keys left as they are.
+
+    Raises:
+        InvalidRequest: the value nests too deeply to walk (stores refuse such values too).
     """
     found: list[str] = []
     skipped = frozenset(skip_keys)
@@ -297,10 +301,15 @@ def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
             return {k: walk(v, k) for k, v in node.items()}
         return node
 
-    if isinstance(value, dict) and skipped:
-        redacted: JSON = {k: v if k in skipped else walk(v, k) for k, v in value.items()}
-    else:
-        redacted = walk(value, None)
+    try:
+        if isinstance(value, dict) and skipped:
+            redacted: JSON = {k: v if k in skipped else walk(v, k) for k, v in value.items()}
+        else:
+            redacted = walk(value, None)
+    except RecursionError:
+        raise InvalidRequest(
+            "a value nests lists or objects too deeply to check for secrets; pass flatter JSON"
+        ) from None
     return RedactedJSON(redacted, len(found), tuple(sorted(set(found))))
 
 

@@ -38,6 +38,9 @@ def run_json(*args: str):
     return json.loads(result.stdout)
 
 
+PUT = ["memory", "put", "--scope", "project", "--key", "k"]
+DEEP = "[" * 100_000 + "]" * 100_000
+DEEP_OBJECT = '{"a": ' + DEEP + "}"
 AWKWARD = ["a%b", "a_b", "it's", 'say "hi"', "café/東京", "zz1"]
 
 
@@ -169,6 +172,29 @@ def test_ttl_flag_sets_expiry(project):
             2,
             "Invalid value for '--top-k'",
         ),
+        (
+            [*PUT, "--value", DEEP],
+            2,
+            "--value '[[[[[[[[[[[[[[[[[[[['... is JSON nested too deeply to read",
+        ),
+        (
+            [*PUT, "--value", "1", "--metadata", DEEP_OBJECT],
+            2,
+            "--metadata '{\"a\": [[[[[[[[[[[[[['... is JSON nested too deeply to read",
+        ),
+        (
+            [*PUT, "--value", "[" * 900 + "]" * 900],
+            2,
+            "a value nests lists or objects too deeply to check for secrets",
+        ),
+        *(
+            (
+                [*PUT, "--value", "1", "--ttl", ttl],
+                2,
+                f"ttl_seconds {ttl} is over the maximum, 3155760000 (100 years)",
+            )
+            for ttl in ("99999999999999999999", "9999999999999", "3155760001")
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_the_right_exit_code(project, args, code, message):
@@ -176,6 +202,28 @@ def test_bad_input_is_one_line_and_the_right_exit_code(project, args, code, mess
     assert result.exit_code == code, result.output
     assert message in result.stderr
     assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [*PUT, "--value", '"v"'],
+        ["memory", "export", "--scope", "project"],
+        ["memory", "prune", "--scope", "project"],
+    ],
+)
+def test_an_empty_project_id_is_refused_not_replaced_by_the_files(project, command):
+    result = invoke(*command, "--project-id", "")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "error: scope project_id is empty; pass a non-empty string or omit it\n"
+    assert invoke("memory", "get", "--scope", "project", "--key", "k").exit_code == 1
+
+
+def test_run_refuses_an_empty_task_id(project):
+    result = invoke("run", "animus.yaml", "--task-id", "")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "error: --task-id is empty; pass a task id or leave the flag out\n"
     assert result.stdout == ""
 
 

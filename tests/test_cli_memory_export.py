@@ -3,8 +3,10 @@
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,56 @@ def test_export_to_a_file_reports_the_count(project):
     assert plain.stdout == "exported 1 memories from project=demo to all.json\n"
 
 
+def test_export_through_a_symlink_replaces_its_target_and_keeps_the_link(project):
+    seed(project, Scope("demo"), "linked note")
+    (project / "real.json").write_text("old")
+    (project / "link.json").symlink_to("real.json")
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", "link.json")
+    assert result.exit_code == 0, result.output
+    assert (project / "link.json").is_symlink()
+    assert os.readlink(project / "link.json") == "real.json"
+    assert json.loads((project / "real.json").read_text())["count"] == 1
+    assert sorted(p.name for p in project.glob("*.json")) == ["link.json", "real.json"]
+
+
+def test_export_to_a_named_pipe_writes_into_the_pipe(project):
+    seed(project, Scope("demo"), "piped note")
+    pipe = project / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", "pipe")
+    reader.join(timeout=10)
+    assert result.exit_code == 0, result.output
+    assert json.loads(received[0])["count"] == 1
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)  # still the pipe, not a file renamed over it
+    assert [p.name for p in project.iterdir() if p.name.startswith(".pipe")] == []
+
+
+def test_export_to_dash_prints_the_document(project):
+    seed(project, Scope("demo"), "printed note")
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["count"] == 1
+    assert not (project / "-").exists()
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        ("/proc/animus-export.json", "No such file or directory"),
+        ("animus.yaml/export.json", "a file is in the way of its folder"),
+    ],
+)
+def test_an_unwritable_output_is_one_line_naming_the_path(project, output, reason):
+    seed(project, Scope("demo"), "kept note")
+    result = invoke("memory", "export", *LOCAL, "--scope", "project", "-o", output)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: cannot write {output} ({reason}); pass a writable file path\n"
+    assert result.stdout == ""
+
+
 def test_import_reads_stdin(project):
     seed(project, Scope("demo", agent_id="dev"), "piped note")
     text = invoke("memory", "export", *LOCAL, *DEV).stdout
@@ -91,15 +143,33 @@ def test_import_reads_stdin(project):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "error: import data is not valid JSON (Expecting property name"),
-        ('{"format": "zip"}', "error: import data has format 'zip', not 'animus-memories'"),
+        ("{not json", "import data is not valid JSON (Expecting property name"),
+        ('{"format": "zip"}', "import data has format 'zip', not 'animus-memories'"),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok"}, {"id": "x"}]',
-            "error: memories[1]: missing 'content'; every record needs one",
+            "memories[1]: missing 'content'; every record needs one",
         ),
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "ok", "tier": "tepid"}]',
-            "error: memories[0]: tier 'tepid' is not one of hot, warm, cold",
+            "memories[0]: tier 'tepid' is not one of hot, warm, cold",
+        ),
+        pytest.param(
+            "[" * 100_000 + "]" * 100_000,
+            "import data is not a memory export (JSON nested too deeply to read)",
+            id="nested-too-deeply",
+        ),
+        pytest.param(
+            json.dumps(
+                [
+                    {
+                        "id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c",
+                        "content": "ok",
+                        "metadata": {"a": json.loads("[" * 700 + "]" * 700)},
+                    }
+                ]
+            ),
+            "a value nests lists or objects too deeply to check for secrets",
+            id="a-record-nested-too-deeply",
         ),
     ],
 )
@@ -107,7 +177,9 @@ def test_bad_import_input_is_exit_2_one_line_and_writes_nothing(project, content
     (project / "bad.json").write_text(content)
     result = invoke("memory", "import", "bad.json", *LOCAL, "--scope", "project")
     assert result.exit_code == 2, result.output
-    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+    # the message names the file
+    assert result.stderr.startswith(f"error: bad.json: {message}")
+    assert result.stderr.count("\n") == 1
     assert result.stdout == ""
     assert memories_in(project, "memory.db", Scope("demo")) == []
 
@@ -199,7 +271,7 @@ def test_export_and_import_as_real_processes(project):
     assert json.loads(imported.stdout) == {"imported": 2}
     bad = _animus("memory", "import", "-", *LOCAL, *DEV, cwd=project, stdin="[{]")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    assert bad.stderr.startswith("error: import data is not valid JSON")
+    assert bad.stderr.startswith("error: stdin: import data is not valid JSON")
     assert memories_in(project, "other.db", Scope("demo", agent_id="dev")) == [
         "process note one",
         "process note two",

@@ -85,7 +85,8 @@ def decode(line: bytes) -> JSON:
     """Parse one line; raises ProtocolError(PARSE_ERROR) when it is not JSON."""
     try:
         return json.loads(line.decode("utf-8"), parse_constant=_no_constants)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # RecursionError: JSON nested too deeply for the parser, which is no valid message
         raise ProtocolError(
             PARSE_ERROR, f"parse error: {exc}; send one JSON object per line"
         ) from None

@@ -70,6 +70,11 @@ def parse_export(text: str | bytes) -> list[Memory]:
         ) from None
     except UnicodeDecodeError:
         raise InvalidRequest("import data is not UTF-8 text; pass a JSON export") from None
+    except RecursionError:  # no export nests this deep; json would crash on it
+        raise InvalidRequest(
+            "import data is not a memory export (JSON nested too deeply to read); "
+            "pass the output of export_memories or `animus memory export`"
+        ) from None
     if isinstance(data, dict):
         if data.get("format") != EXPORT_FORMAT:
             raise InvalidRequest(
@@ -129,19 +134,40 @@ def manifest(export_text: str, document: Mapping[str, JSON]) -> dict[str, JSON]:
 
 def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> Path:
     """Create or replace `path` with what `write` puts in a file object: a reader sees the old
-    file or the complete new one, never a partial one."""
+    file or the complete new one, never a partial one.
+
+    A symbolic link stays and its target is replaced. A path that is not a regular file (a
+    named pipe, a device such as /dev/stdout) is written to directly: it cannot be replaced.
+
+    Raises:
+        InvalidRequest: `path` is a folder or cannot be written (the message names the
+            system's reason).
+    """
     target = Path(path)
     if target.is_dir():
         raise InvalidRequest(f"{target} is a folder; pass a file name")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(handle, "wb") as raw:
-            write(raw)
-        os.replace(partial, target)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+        if target.exists() and not target.is_file():
+            with open(target, "wb") as stream:
+                write(stream)
+            return target
+        # a link's own directory entry stays; the file it names is replaced
+        final = Path(os.path.realpath(target))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
+        try:
+            with os.fdopen(handle, "wb") as raw:
+                write(raw)
+            os.replace(partial, final)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        # only creating the folders meets an existing name: a file where a folder should be
+        reason = "a file is in the way of its folder" if isinstance(exc, FileExistsError) else None
+        raise InvalidRequest(
+            f"cannot write {target} ({reason or exc.strerror or exc}); pass a writable file path"
+        ) from None
     return target
 
 
@@ -164,7 +190,7 @@ def read_backup(path: str | os.PathLike[str]) -> str:
         with zipfile.ZipFile(path) as zf:
             export_text = zf.read(BACKUP_EXPORT_NAME).decode("utf-8")
             recorded = json.loads(zf.read(BACKUP_MANIFEST_NAME))
-    except (OSError, KeyError, zipfile.BadZipFile, ValueError) as exc:
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError, RecursionError) as exc:
         raise InvalidRequest(f"{path} is not a readable memory backup ({exc})") from None
     expected = recorded.get("files", {}).get(BACKUP_EXPORT_NAME, {}).get("sha256")
     if hashlib.sha256(export_text.encode("utf-8")).hexdigest() != expected:

@@ -17,6 +17,7 @@ from animus_flows.errors import InvalidRequest, InvalidScope
 from animus_flows.protocol import (
     JSON,
     MAX_KEY_LENGTH,
+    MAX_TTL_SECONDS,
     Capabilities,
     MemoryItem,
     MemoryStore,
@@ -231,6 +232,11 @@ class BaseStore(ABC):
             return None
         if not isinstance(ttl_seconds, int) or isinstance(ttl_seconds, bool) or ttl_seconds < 1:
             raise InvalidRequest(f"ttl_seconds {ttl_seconds!r} must be an integer >= 1")
+        if ttl_seconds > MAX_TTL_SECONDS:
+            raise InvalidRequest(
+                f"ttl_seconds {ttl_seconds} is over the maximum, {MAX_TTL_SECONDS} (100 years); "
+                "pass no TTL for an item that should not expire"
+            )
         return utcnow() + timedelta(seconds=ttl_seconds)
 
     @staticmethod

@@ -540,6 +540,7 @@ class SQLiteStore(BaseStore):
             ) from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            self._refuse_foreign(conn)  # before WAL mode or tables change the file
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             _size_caches(conn)
@@ -547,6 +548,9 @@ class SQLiteStore(BaseStore):
             conn.create_function("animus_body", 2, indexed_body, deterministic=True)
             if _schema_version(conn) != SCHEMA_VERSION:
                 self._migrate(conn)
+        except StoreUnavailable:
+            conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
             conn.close()
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -557,6 +561,35 @@ class SQLiteStore(BaseStore):
             ) from None
         self._schema_current = True
         return conn
+
+    def _refuse_foreign(self, conn: sqlite3.Connection) -> None:
+        """Refuse a file that is neither an animus store nor empty, leaving it as it was.
+
+        An animus store carries `animus_meta` from its first version on; an empty database
+        (a new or zero-length file) becomes one. Anything else belongs to another program.
+        """
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                " AND name NOT GLOB 'sqlite_*' ORDER BY name"
+            )
+        ]
+        if "animus_meta" in tables:
+            return
+        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        if not tables and not user_version and not application_id:
+            return
+        if tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            found = f"it holds tables of another program: {shown}"
+        else:
+            found = f"user_version {user_version}, application_id {application_id}"
+        raise StoreUnavailable(
+            f"{self.path} is not an animus SQLite store ({found}); left untouched: point "
+            "`path` to a new file, or move that file aside"
+        )
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         # Switching a new file to WAL needs a moment alone with it; when several processes

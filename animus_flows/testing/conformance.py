@@ -27,6 +27,7 @@ import pytest_asyncio
 
 from animus_flows.errors import InvalidRequest, InvalidScope
 from animus_flows.protocol import (
+    MAX_TTL_SECONDS,
     BatchedKeyReads,
     KeyPrefixReads,
     MemoryItem,
@@ -297,7 +298,7 @@ class StoreConformance:
         assert long is not None and long.expires_at is not None
 
     async def test_invalid_ttl_is_refused(self, s: MemoryStore) -> None:
-        for ttl in (0, -5, 1.5):
+        for ttl in (0, -5, 1.5, MAX_TTL_SECONDS + 1, 10**20):
             with pytest.raises(InvalidRequest):
                 await s.put(Scope("conformance"), "k", "v", ttl_seconds=ttl)  # type: ignore[arg-type]
 

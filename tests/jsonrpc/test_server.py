@@ -10,7 +10,7 @@ import pytest
 from animus_flows.errors import StoreUnavailable
 from animus_flows.jsonrpc import codec
 from animus_flows.jsonrpc.server import PluginServer
-from animus_flows.protocol import Scope
+from animus_flows.protocol import MAX_TTL_SECONDS, Scope
 from animus_flows.stores import SQLiteStore
 
 WORKFLOW = """\
@@ -214,6 +214,31 @@ async def test_store_errors_and_bugs_are_answered(tmp_path):
         "data": {"error": "StoreUnavailable"},
     }
     assert await server.answer(b"   \n") is None
+    await server.store.aclose()
+
+
+async def test_json_nested_too_deeply_is_a_parse_error(tmp_path):
+    server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
+    deep = "[" * 100_000 + "]" * 100_000
+    line = rpc(1, "memory/put", scope=Scope("p").to_json(), key="k", value=0).replace("0}", deep)
+    error = json.loads(await server.answer(line.encode() + b"}"))["error"]
+    assert error["code"] == codec.PARSE_ERROR
+    assert "maximum recursion depth exceeded" in error["message"]
+    after = json.loads(await server.answer(rpc(2, "initialize").encode()))
+    assert after["result"]["plugin_id"] == "p"
+    await server.store.aclose()
+
+
+async def test_a_ttl_over_the_maximum_is_invalid_params(tmp_path):
+    server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
+    scope = Scope("p").to_json()
+    for request_id, ttl in enumerate([MAX_TTL_SECONDS + 1, 99999999999999999999]):
+        line = rpc(request_id, "memory/put", scope=scope, key="k", value="v", ttl_seconds=ttl)
+        error = json.loads(await server.answer(line.encode()))["error"]
+        assert error["code"] == codec.INVALID_PARAMS
+        assert "over the maximum, 3155760000 (100 years)" in error["message"]
+    line = rpc(9, "memory/get", scope=scope, key="k")
+    assert json.loads(await server.answer(line.encode()))["result"] is None
     await server.store.aclose()
 
 

@@ -256,6 +256,24 @@ def test_a_backup_replaces_the_old_file_whole_and_checks_its_contents(memory, tm
         memory.backup(tmp_path)
 
 
+def test_a_backup_through_a_symlink_replaces_its_target(memory, tmp_path):
+    memory.remember("linked")
+    (tmp_path / "link.zip").symlink_to("real.zip")
+    memory.backup(tmp_path / "link.zip")
+    assert (tmp_path / "link.zip").is_symlink()
+    assert [m.content for m in parse_export(read_backup(tmp_path / "real.zip"))] == ["linked"]
+
+
+def test_a_backup_to_an_unwritable_path_names_it_and_the_reason(memory, tmp_path):
+    (tmp_path / "file").write_text("in the way")
+    target = tmp_path / "file" / "b.zip"
+    with pytest.raises(InvalidRequest) as caught:
+        memory.backup(target)
+    assert str(caught.value) == (
+        f"cannot write {target} (a file is in the way of its folder); pass a writable file path"
+    )
+
+
 def test_the_export_document_is_ordered_oldest_first():
     older = Memory(content="a")
     newer = Memory(content="b")

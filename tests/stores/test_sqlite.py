@@ -270,6 +270,48 @@ def test_a_corrupt_file_is_reported_and_left_untouched(tmp_path):
     assert path.read_bytes() == garbage
 
 
+FOREIGN_FILES = {
+    "another table": ["CREATE TABLE other (a)", "INSERT INTO other VALUES (1)"],
+    "a user_version": ["CREATE TABLE other (a)", "PRAGMA user_version = 999"],
+    "a table named items": ["CREATE TABLE items (a)", "INSERT INTO items VALUES ('theirs')"],
+    "no tables but a user_version": ["PRAGMA user_version = 7"],
+}
+
+
+@pytest.mark.parametrize("statements", FOREIGN_FILES.values(), ids=FOREIGN_FILES)
+def test_another_programs_file_is_refused_and_left_byte_identical(tmp_path, statements):
+    path = tmp_path / "theirs.db"
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    for operation in (
+        lambda store: store.get(Scope("p"), "k"),
+        lambda store: store.put(Scope("p"), "k", "v"),
+        lambda store: store.query(Scope("p"), "v"),
+    ):
+        store = SyncStore(SQLiteStore(path))
+        with (
+            store,
+            pytest.raises(StoreUnavailable, match="is not an animus SQLite store") as caught,
+        ):
+            operation(store)
+        assert "\n" not in str(caught.value) and "move that file aside" in str(caught.value)
+        assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]
+
+
+def test_an_empty_file_becomes_a_store(tmp_path):
+    path = tmp_path / "m.db"
+    path.touch()
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", "v")
+        assert store.get(Scope("p"), "k").value == "v"
+    assert _version_and_indexes(path)[0] == str(SCHEMA_VERSION)
+
+
 def test_a_read_behind_a_lock_waits_off_the_event_loop_and_then_times_out(tmp_path):
     path = tmp_path / "m.db"
 
