@@ -263,3 +263,37 @@ def test_the_installed_console_script_end_to_end(project):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     usage = _animus("memory", "put", "--bogus", cwd=project)
     assert usage.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (
+            ["memory", "query", "--scope", "project", "--top-k", "abc"],
+            "error: Invalid value for '--top-k': Input should be a valid integer, unable to "
+            "parse string as an integer (got 'abc'); see 'animus memory query --help'",
+        ),
+        (
+            ["memory", "list-scopes", "--limit=5000"],
+            "error: Invalid value for '--limit': Input should be less than or equal to 1000 "
+            "(got '5000'); see 'animus memory list-scopes --help'",
+        ),
+        (
+            ["memory", "query", "--scope", "project", "--topk", "3"],
+            "error: No such option: --topk (Possible options: --scope, --top-k); "
+            "see 'animus memory query --help'",
+        ),
+        (["memroy"], "error: No such command 'memroy'. Did you mean 'memory'? see 'animus --help'"),
+    ],
+)
+def test_bad_flags_and_commands_are_one_line_naming_what_was_typed(project, args, line):
+    result = _animus(*args, cwd=project)
+    assert result.returncode == 2
+    assert result.stdout == "" and result.stderr.splitlines() == [line]
+
+
+def test_a_command_group_run_bare_shows_its_help(project):
+    result = _animus("memory", cwd=project)
+    assert result.returncode == 2
+    assert result.stderr.startswith("Usage: animus memory [OPTIONS] COMMAND")
+    assert "list-scopes" in result.stderr
