@@ -297,3 +297,24 @@ def test_a_command_group_run_bare_shows_its_help(project):
     assert result.returncode == 2
     assert result.stderr.startswith("Usage: animus memory [OPTIONS] COMMAND")
     assert "list-scopes" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "agent,shown",
+    [
+        ("x\nerror: fake", r"project=demo/agent='x\nerror: fake'"),
+        ("ab\x01", r"project=demo/agent='ab\x01'"),
+        ("x/task=y", "project=demo/agent='x/task=y'"),
+        ("ünï 100%_x", "project=demo/agent=ünï 100%_x"),
+    ],
+)
+def test_scope_ids_that_could_blur_the_output_are_shown_quoted(project, agent, shown):
+    put = _animus(
+        *("memory", "put", "--scope", "agent", "--agent-id", agent),
+        *("--key", "k", "--value", '"v"'),
+        cwd=project,
+    )
+    assert put.returncode == 0, put.stderr
+    assert put.stdout.splitlines() == [f"stored 'k' in {shown}"]
+    listed = _animus("memory", "list-scopes", cwd=project)
+    assert shown in listed.stdout.splitlines()
