@@ -328,6 +328,8 @@ def memory_list_scopes(
         return
     for item_scope in page.scopes:
         typer.echo(str(item_scope))
+    if not page.scopes:
+        typer.echo("no scopes hold items" + (f" in project {project_id!r}" if project_id else ""))
     if page.next_cursor:
         typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 

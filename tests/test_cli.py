@@ -87,6 +87,7 @@ def test_put_get_query_round_trip_in_awkward_scopes(project, agent):
 
 
 def test_list_scopes_and_prune(project):
+    assert invoke("memory", "list-scopes").stdout == "no scopes hold items\n"
     for agent in ("x", "y"):
         invoke(
             "memory", "put", "--scope", "agent", "--agent-id", agent, "--key", "k", "--value", "1"
