@@ -334,6 +334,8 @@ def memory_list_scopes(
         return
     for item_scope in page.scopes:
         typer.echo(str(item_scope))
+    if not page.scopes:
+        typer.echo("no scopes hold items" + (f" in project {project_id!r}" if project_id else ""))
     if page.next_cursor:
         typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 
@@ -488,8 +490,43 @@ def mcp_binding(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="animus")
+    """Console-script entry point.
+
+    Click reports a bad flag or command in four lines (usage, hint, blank line, error); here it
+    is one line like every other error, naming the flag and where its help is.
+    """
+    from typer.exceptions import TyperException  # the base of typer's (vendored) click errors
+
+    try:
+        code = app(prog_name="animus", standalone_mode=False)
+    except TyperException as exc:
+        context = getattr(exc, "ctx", None)
+        if context is not None and exc.format_message() == context.get_help():
+            exc.show()  # a command group run bare: its help, as click shows it
+        else:
+            where = context.command_path if context is not None else "animus"
+            message = exc.format_message().removesuffix(".")
+            given = _given_value(getattr(exc, "param", None), sys.argv[1:])
+            if given is not None:
+                message += f" (got {given!r})"
+            joint = " " if message.endswith("?") else "; "  # after "Did you mean 'x'?"
+            typer.echo(f"error: {message}{joint}see '{where} --help'", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _given_value(param: Any, argv: list[str]) -> str | None:
+    """What was typed for a rejected option (click's message leaves it out), if findable."""
+    for flag in getattr(param, "opts", ()):
+        for index, arg in enumerate(argv):
+            if arg == flag and index + 1 < len(argv):
+                return argv[index + 1]
+            if arg.startswith(flag + "="):
+                return arg[len(flag) + 1 :]
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

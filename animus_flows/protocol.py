@@ -113,12 +113,19 @@ class Scope:
         return cls(data.get("project_id"), data.get("agent_id"), data.get("task_id"))  # type: ignore[arg-type]
 
     def __str__(self) -> str:
-        parts = [f"project={self.project_id}"]
+        """`project=P/agent=A/task=T` for messages; an id that could blur that (a `/`, `=`,
+        quote, backslash, control character or edge space) is shown quoted and escaped."""
+        parts = [f"project={_shown_id(self.project_id)}"]
         if self.agent_id is not None:
-            parts.append(f"agent={self.agent_id}")
+            parts.append(f"agent={_shown_id(self.agent_id)}")
         if self.task_id is not None:
-            parts.append(f"task={self.task_id}")
+            parts.append(f"task={_shown_id(self.task_id)}")
         return "/".join(parts)
+
+
+def _shown_id(ident: str) -> str:
+    plain = ident.isprintable() and ident == ident.strip() and not set(ident) & set("/='\"\\")
+    return ident if plain and ident else repr(ident)
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,6 +169,22 @@ def shown_url(url: str) -> str:
 _KEY_RUN = re.compile(r"[A-Za-z0-9]{16,}")
 
 
+def redact_exception(exc: BaseException) -> None:
+    """Redact, in place, the messages of `exc` and of the exceptions it was raised from.
+
+    For user code's exceptions (a runner's, a hook's) that the runtime wraps: Prefect logs a
+    failed task's whole chain, causes included. Only messages built from `args` change (most
+    are); the traceback's frames stay for debugging.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(isinstance(arg, str) and redact(arg).count for arg in current.args):
+            current.args = tuple(redact(a).text if isinstance(a, str) else a for a in current.args)
+        current = current.__cause__ or current.__context__
+
+
 def looks_like_secret(text: str) -> bool:
     """Whether `text` holds a secret `redact` finds, or a run shaped like a generated key.
 

@@ -90,6 +90,7 @@ def test_put_get_query_round_trip_in_awkward_scopes(project, agent):
 
 
 def test_list_scopes_and_prune(project):
+    assert invoke("memory", "list-scopes").stdout == "no scopes hold items\n"
     for agent in ("x", "y"):
         invoke(
             "memory", "put", "--scope", "agent", "--agent-id", agent, "--key", "k", "--value", "1"
@@ -311,3 +312,58 @@ def test_the_installed_console_script_end_to_end(project):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     usage = _animus("memory", "put", "--bogus", cwd=project)
     assert usage.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (
+            ["memory", "query", "--scope", "project", "--top-k", "abc"],
+            "error: Invalid value for '--top-k': Input should be a valid integer, unable to "
+            "parse string as an integer (got 'abc'); see 'animus memory query --help'",
+        ),
+        (
+            ["memory", "list-scopes", "--limit=5000"],
+            "error: Invalid value for '--limit': Input should be less than or equal to 1000 "
+            "(got '5000'); see 'animus memory list-scopes --help'",
+        ),
+        (
+            ["memory", "query", "--scope", "project", "--topk", "3"],
+            "error: No such option: --topk (Possible options: --scope, --top-k); "
+            "see 'animus memory query --help'",
+        ),
+        (["memroy"], "error: No such command 'memroy'. Did you mean 'memory'? see 'animus --help'"),
+    ],
+)
+def test_bad_flags_and_commands_are_one_line_naming_what_was_typed(project, args, line):
+    result = _animus(*args, cwd=project)
+    assert result.returncode == 2
+    assert result.stdout == "" and result.stderr.splitlines() == [line]
+
+
+def test_a_command_group_run_bare_shows_its_help(project):
+    result = _animus("memory", cwd=project)
+    assert result.returncode == 2
+    assert result.stderr.startswith("Usage: animus memory [OPTIONS] COMMAND")
+    assert "list-scopes" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "agent,shown",
+    [
+        ("x\nerror: fake", r"project=demo/agent='x\nerror: fake'"),
+        ("ab\x01", r"project=demo/agent='ab\x01'"),
+        ("x/task=y", "project=demo/agent='x/task=y'"),
+        ("ünï 100%_x", "project=demo/agent=ünï 100%_x"),
+    ],
+)
+def test_scope_ids_that_could_blur_the_output_are_shown_quoted(project, agent, shown):
+    put = _animus(
+        *("memory", "put", "--scope", "agent", "--agent-id", agent),
+        *("--key", "k", "--value", '"v"'),
+        cwd=project,
+    )
+    assert put.returncode == 0, put.stderr
+    assert put.stdout.splitlines() == [f"stored 'k' in {shown}"]
+    listed = _animus("memory", "list-scopes", cwd=project)
+    assert shown in listed.stdout.splitlines()

@@ -152,6 +152,9 @@ def test_plugin_faults_are_one_line_and_the_right_exit_code(project, plugin, arg
     assert result.stderr.startswith(message)
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stdout == ""
+    if "exited with code" in message:  # the hint names the whole command, script included
+        mode = {"crashing": "crash-put", "early-exit": "exit-early"}[plugin]
+        assert f"faulty_plugin.py {mode}' by hand to see why" in result.stderr
 
 
 def test_a_plugins_own_refusal_is_a_usage_error(project):

@@ -105,6 +105,38 @@ async def test_runner_stderr_is_redacted_in_the_flow_run_state_and_logs(tmp_path
     assert RUNNER_KEY not in text
 
 
+@pytest.mark.parametrize("failing", ["runner", "hook"])
+async def test_a_python_runners_or_hooks_exception_is_redacted_in_the_logs(
+    tmp_path, prefect_api, failing
+):
+    # Prefect logs a failed task's whole exception chain: the cause, user code's exception,
+    # carries the secret unless it is redacted too.
+    # the key arrives at run time (as from a credential store), not as a literal in the source
+    # that the traceback would quote
+    assert RUNNER_KEY == "sk-ant-api03-" + "Cc7" * 15
+    (tmp_path / "agent.py").write_text(
+        "class LoginError(Exception):\n    pass\n\n"
+        "def fail(arg):\n    key = 'sk-ant-api03-' + 'Cc7' * 15\n"
+        "    raise LoginError(f'auth failed for key {key}')\n"
+    )
+    use = "runner: agent.py:fail" if failing == "runner" else "runner: animus_flows.runners:echo"
+    hooks = "{pre_phase: [agent.py:fail]}" if failing == "hook" else "{}"
+    (tmp_path / "animus.yaml").write_text(
+        f"version: 1\nproject: demo\nagents:\n  a:\n    {use}\n"
+        f"workflows: {{w: {{hooks: {hooks}, phases: [{{id: p, agent: a}}]}}}}\n"
+    )
+    state = await workflow_flow(load_workflow(tmp_path / "animus.yaml"), "w")(return_state=True)
+    assert state.is_failed() and RUNNER_KEY not in state.message
+    await APILogHandler.aflush()
+    async with get_client() as client:
+        logs = await client.read_logs(
+            LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id]))
+        )
+    text = "\n".join(log.message for log in logs)
+    assert "LoginError: auth failed for key [REDACTED:anthropic_api_key]" in text
+    assert RUNNER_KEY not in text
+
+
 def test_a_runner_stderr_tail_never_starts_inside_a_secret():
     # Cut first, the tail would begin with the secret's last 29 characters, which no pattern
     # recognises on their own.

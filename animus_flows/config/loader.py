@@ -215,6 +215,7 @@ def _issue_from_pydantic(error: dict[str, Any]) -> Issue:
         "int_from_float": f"must be a whole number{shown}",
         "float_type": f"must be a number{shown}",
         "float_parsing": f"must be a number{shown}",
+        "finite_number": f"must be a finite number{shown}",
         "bool_type": f"must be true or false{shown}",
         "bool_parsing": f"must be true or false{shown}",
         "string_type": f"must be a string{shown}",

@@ -11,7 +11,16 @@ import string
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    StrictBool,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 from animus_flows.redaction import looks_like_secret
 
@@ -48,7 +57,8 @@ def check_template(template: str) -> str:
     try:
         unknown = [name for name in template_fields(template) if name not in TEMPLATE_FIELDS]
     except ValueError as exc:
-        raise ValueError(str(exc).replace("Single ", "single ")) from None
+        problem = str(exc).replace("Single ", "single ").replace("format string", repr(template))
+        raise ValueError(f"{problem}; write {{{{ and }}}} for literal braces") from None
     if unknown:
         raise ValueError(
             f"unknown placeholder {{{unknown[0]}}}; use "
@@ -149,8 +159,8 @@ class MemoryBinding(Model):
     plugin: Identifier
     binding: Identifier
     scope: BindingScope = BindingScope()
-    read: bool = True
-    write: bool = False
+    read: StrictBool = True
+    write: StrictBool = False
     query_strategy: Literal["semantic", "key", "none"] = "semantic"
     top_k: int = Field(8, ge=1)
     budget_tokens: int = Field(2000, ge=0)
@@ -172,7 +182,7 @@ class MemoryBinding(Model):
 class ScratchpadConfig(Model):
     """The per-agent scratchpad (the `memory:` block)."""
 
-    enabled: bool = False
+    enabled: StrictBool = False
     scope: Identifier | None = None
     max_context_chars: int = Field(6000, ge=1)
 
@@ -208,9 +218,18 @@ class AgentConfig(Model):
     memory_bindings: list[MemoryBinding] = Field(default_factory=list)
     memory_loader: MemoryLoaderConfig = MemoryLoaderConfig()
 
-    @field_validator("runner")
+    @field_validator("runner", mode="wrap")
     @classmethod
-    def _runner_path(cls, runner: str | CommandRunner) -> str | CommandRunner:
+    def _runner(cls, runner: object, validate: ValidatorFunctionWrapHandler) -> str | CommandRunner:
+        # The value's shape picks the member, so a mistake gets one message about that member,
+        # not one per member of the union.
+        if isinstance(runner, dict):
+            return CommandRunner.model_validate(runner)
+        if not isinstance(runner, str | CommandRunner):
+            raise ValueError(
+                "must be an import path such as 'package.module:function', or a mapping "
+                f"{{command: [...]}} for a process, got {runner!r}"
+            )
         if isinstance(runner, str):
             module, sep, function = runner.rpartition(":")
             if not sep or not module or not function.isidentifier():
@@ -218,7 +237,7 @@ class AgentConfig(Model):
                     f"runner {runner!r} is not an import path; write 'package.module:function'"
                     " or 'path/to/file.py:function'"
                 )
-        return runner
+        return validate(runner)
 
 
 BUILTIN_HOOKS = {"pre_phase": ("memory_bindings", "scratchpad"), "post_phase": ("write_back",)}

@@ -631,8 +631,11 @@ class AsyncMemoryLayer:
         if not isinstance(data, (str, bytes)):
             raise InvalidRequest(f"import_memories takes JSON text, not {type(data).__name__}")
         memories = parse_export(data)
-        for memory in memories:
-            check_user_metadata(memory.metadata)
+        for index, memory in enumerate(memories):
+            try:
+                check_user_metadata(memory.metadata)
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"memories[{index}]: {exc}") from None
             self._ingest(memory, extract=not memory.entities)
         stored = await self._stored_copies(memories)
         await self._write_all_or_nothing(memories + self._link_versions(memories, stored), stored)

@@ -31,6 +31,7 @@ from animus_flows.hooks import BUILTIN_HOOKS
 from animus_flows.hooks.memory_bindings import PACK_STATE_KEY
 from animus_flows.phase import PhaseContext
 from animus_flows.plugins import PluginRegistry
+from animus_flows.redaction import redact_exception
 from animus_flows.runtime.artifacts import (
     artifact_key,
     budget_markdown,
@@ -208,6 +209,7 @@ async def _call_hook(stage: str, name: str, hook: Hook, ctx: PhaseContext) -> No
         if inspect.isawaitable(result):
             await result
     except Exception as exc:
+        redact_exception(exc)  # it travels on as the cause, into Prefect's logs
         raise PhaseFailed(
             f"{stage} hook {name!r} failed in phase {ctx.phase.id!r}: {type(exc).__name__}: {exc}"
         ) from exc

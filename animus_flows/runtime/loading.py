@@ -44,5 +44,8 @@ def import_callable(path: str, base_dir: Path, *, what: str) -> Callable[..., An
             ) from None
     target = getattr(module, attribute, None)
     if not callable(target):
-        raise ConfigError(f"{what} {path!r}: {module_name!r} has no callable {attribute!r}")
+        raise ConfigError(
+            f"{what} {path!r}: {module_name!r} has no callable {attribute!r}; "
+            "define it there or fix the name after ':'"
+        )
     return target

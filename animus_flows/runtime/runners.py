@@ -16,7 +16,7 @@ from typing import Any
 from animus_flows.config.models import CommandRunner
 from animus_flows.contract import RuntimeContract
 from animus_flows.errors import AnimusError
-from animus_flows.redaction import redact
+from animus_flows.redaction import redact, redact_exception
 
 STDERR_TAIL_CHARS = 2000
 
@@ -37,6 +37,7 @@ async def call_python_runner(
     except PhaseFailed:
         raise
     except Exception as exc:
+        redact_exception(exc)  # it travels on as the cause, into Prefect's logs
         raise PhaseFailed(
             f"runner {name!r} failed in phase {contract.phase_id!r}: {type(exc).__name__}: {exc}"
         ) from exc

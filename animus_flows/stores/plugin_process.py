@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -235,7 +236,7 @@ class PluginProcess:
             proc,
             StoreUnavailable(
                 f"plugin {self.name} {how}{self._stderr_hint()}; it restarts on the next call "
-                f"(run {self.command[0]!r} by hand to see why)"
+                f"(run {shlex.join(self.command)!r} by hand to see why)"
             ),
         )
 

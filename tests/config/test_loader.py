@@ -203,6 +203,26 @@ def _mutate(old: str, new: str) -> str:
             "agents.trade-analyst.runner: runner 'echo' is not an import path",
         ),
         (
+            "runner: animus_flows.runners:echo",
+            "runner: 7",
+            "agents.trade-analyst.runner: must be an import path such as "
+            "'package.module:function', or a mapping {command: [...]} for a process, got 7",
+        ),
+        (
+            "runner: animus_flows.runners:echo",
+            "runner: {command: []}",
+            "agents.trade-analyst.runner.command: must not be empty",
+        ),
+        ("enabled: true", 'enabled: "yes"', "memory.enabled: must be true or false, got 'yes'"),
+        ("enabled: true", "enabled: 1", "memory.enabled: must be true or false, got 1"),
+        ("timeout_ms: 500", "timeout_ms: .inf", "timeout_ms: must be a finite number, got inf"),
+        (
+            "{task_id}.",
+            "{task_id} }.",
+            "prompt: single '}' encountered in 'Gather market context for {task_id} }.'; "
+            "write {{ and }} for literal braces",
+        ),
+        (
             "encoding: cl100k_base",
             "encoding: gpt2",
             "budget.encoding: must be one of 'cl100k_base' or 'o200k_base'",
@@ -231,6 +251,13 @@ def test_each_mistake_is_one_located_line_with_a_fix(old, new, expected):
     message = _mutate(old, new)
     assert expected in message
     assert all(line.startswith("workflow.yaml:") for line in message.splitlines())
+
+
+@pytest.mark.parametrize("runner", ["7", "[a, b]", "{command: []}", "{command: [x], timeout_s: 0}"])
+def test_a_wrong_runner_is_one_message_about_the_shape_it_has(runner):
+    message = _mutate("runner: animus_flows.runners:echo", f"runner: {runner}")
+    assert len(message.splitlines()) == 1, message
+    assert "CommandRunner" not in message and ".str:" not in message
 
 
 def test_several_mistakes_are_all_reported_in_file_order():

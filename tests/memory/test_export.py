@@ -206,7 +206,7 @@ def test_import_redacts_like_any_write(memory):
         (
             '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x",'
             ' "metadata": {"tier": "hot"}}]',
-            "tier are reserved by the memory layer",
+            "memories[1]: metadata key(s) tier are reserved by the memory layer",
         ),
     ],
 )

@@ -273,7 +273,8 @@ async def test_command_runner_failures_fail_the_phase(tmp_path, workflow, body, 
         (
             "    phases:\n",
             "    hooks: {post_phase: ['json:nope']}\n    phases:\n",
-            "post_phase hook 'json:nope': 'json' has no callable 'nope'",
+            "post_phase hook 'json:nope': 'json' has no callable 'nope'; define it there or "
+            "fix the name after ':'",
         ),
     ],
 )
