@@ -272,5 +272,6 @@ def test_import_errors_redact_the_values_they_quote(plugins):
     assert result.returncode == 2, output(result)
     assert TIER_KEY not in output(result)
     assert result.stderr == (
-        "error: memories[0]: tier '[REDACTED:anthropic_api_key]' is not one of hot, warm, cold\n"
+        "error: bad.json: memories[0]: tier '[REDACTED:anthropic_api_key]' is not one of "
+        "hot, warm, cold\n"
     )
