@@ -7,6 +7,7 @@ agree byte for byte. docs/protocol.md is the prose version of this module.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,7 @@ from animus_flows.protocol import (
     Scope,
     ScopePage,
 )
-from animus_flows.redaction import redact_head
+from animus_flows.redaction import redact, redact_head
 
 # -- error codes ----------------------------------------------------------------------------
 
@@ -55,13 +56,17 @@ CONFIG_ERROR = -32003
 #: The longest line either end accepts; a longer one is dropped whole and answered with an error.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
-Id = str | int | None
+Id = str | int | float | None
 
 
 class ProtocolError(Exception):
-    """A message that breaks JSON-RPC itself: answered with `code`, never raised to callers."""
+    """A message that breaks JSON-RPC itself: answered with `code`, never raised to callers.
+
+    The message quotes what was sent, so it is redacted like every error's.
+    """
 
     def __init__(self, code: int, message: str, request_id: Id = None) -> None:
+        message = redact(message).text
         super().__init__(message)
         self.code = code
         self.message = message
@@ -72,9 +77,16 @@ class ProtocolError(Exception):
 
 
 def encode(message: Mapping[str, JSON]) -> bytes:
-    """One message as one line: compact UTF-8 JSON (newlines inside strings are escaped)."""
+    """One message as one line: compact UTF-8 JSON (newlines inside strings are escaped).
+
+    Text that UTF-8 cannot carry (a lone surrogate, which Python strings may hold) is sent as
+    JSON escapes instead, so a response always goes out.
+    """
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.encode("utf-8") + b"\n"
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 
 
 def _no_constants(name: str) -> None:
@@ -166,11 +178,12 @@ def parse_request(message: JSON) -> Request:
             "batch requests are not supported by protocol 0.1.0; send one request per line",
         )
     if not isinstance(message, dict):
-        raise ProtocolError(INVALID_REQUEST, f"request {message!r} is not a JSON object")
+        raise ProtocolError(INVALID_REQUEST, f"request {_shown(message)} is not a JSON object")
     request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):
+    if not _valid_id(request_id):
         raise ProtocolError(
-            INVALID_REQUEST, f"request id {request_id!r} must be a string, an integer or null"
+            INVALID_REQUEST,
+            f"request id {_shown(request_id)} must be a string of valid Unicode, a number or null",
         )
     if message.get("jsonrpc") != "2.0":
         raise ProtocolError(
@@ -180,7 +193,9 @@ def parse_request(message: JSON) -> Request:
         )
     method = message.get("method")
     if not isinstance(method, str):
-        raise ProtocolError(INVALID_REQUEST, f'"method" {method!r} must be a string', request_id)
+        raise ProtocolError(
+            INVALID_REQUEST, f'"method" {_shown(method)} must be a string', request_id
+        )
     params = message.get("params", {})
     if isinstance(params, list):
         raise ProtocolError(
@@ -189,8 +204,23 @@ def parse_request(message: JSON) -> Request:
             request_id,
         )
     if not isinstance(params, dict):
-        raise ProtocolError(INVALID_REQUEST, f"{method}: params {params!r} is not an object")
+        raise ProtocolError(
+            INVALID_REQUEST, f"{method}: params {_shown(params)} is not an object", request_id
+        )
     return Request(method, params, request_id, notification="id" not in message)
+
+
+def _valid_id(request_id: object) -> bool:
+    if isinstance(request_id, str):
+        return not any("\ud800" <= char <= "\udfff" for char in request_id)
+    if isinstance(request_id, float):
+        return math.isfinite(request_id)
+    return request_id is None or (isinstance(request_id, int) and not isinstance(request_id, bool))
+
+
+def _shown(value: object) -> str:
+    """A sent value as a message quotes it: JSON, cut short, secrets redacted."""
+    return redact_head(json.dumps(value, ensure_ascii=False, default=str), 80)
 
 
 #: Parameters of each memory method: name -> required. Anything else is refused.

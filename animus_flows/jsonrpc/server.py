@@ -32,6 +32,9 @@ from animus_flows.protocol import (
 log = logging.getLogger("animus_flows.jsonrpc.server")
 
 MAX_CONCURRENT_REQUESTS = 64
+# What an item's answer may add to its put request (timestamps, the store's metadata): a put
+# within this much of the message limit is refused, so its answer and later gets always fit.
+ANSWER_HEADROOM = 64 * 1024
 
 
 class PluginServer:
@@ -81,8 +84,33 @@ class PluginServer:
             request = codec.parse_request(codec.decode(line))
         except codec.ProtocolError as exc:
             return codec.encode(codec.failure(exc.request_id, exc.code, exc.message))
+        if request.method == METHOD_PUT and len(line) > codec.MAX_MESSAGE_BYTES - ANSWER_HEADROOM:
+            # its answer echoes the item and could not be sent (nor the item read back): refuse
+            # it before it is stored, not after
+            return codec.encode(
+                codec.failure(
+                    request.id,
+                    codec.INVALID_PARAMS,
+                    f"memory/put of {len(line)} bytes leaves no room for its answer within the "
+                    f"{codec.MAX_MESSAGE_BYTES} byte message limit; store large values elsewhere "
+                    "and keep a reference",
+                )
+            )
         response = await self._call(request)
-        return None if request.notification else codec.encode(response)
+        if request.notification:
+            return None
+        encoded = codec.encode(response)
+        if len(encoded) > codec.MAX_MESSAGE_BYTES:  # the host would drop it, and this plugin
+            return codec.encode(
+                codec.failure(
+                    request.id,
+                    codec.INVALID_PARAMS,
+                    f"{request.method}: the answer of {len(encoded)} bytes exceeds the "
+                    f"{codec.MAX_MESSAGE_BYTES} byte message limit; store large values "
+                    "elsewhere and keep a reference",
+                )
+            )
+        return encoded
 
     async def _call(self, request: codec.Request) -> dict[str, JSON]:
         handler = self._methods.get(request.method)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from animus_flows.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
 from animus_flows.config.models import MemoryBinding, WorkflowFile
+from animus_flows.disclosure import is_egress_safe
 from animus_flows.errors import AnimusError, ConfigError, StoreError, StoreTimeout, WriteDenied
 from animus_flows.hooks.memory_bindings import admissible, store_filters
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
@@ -242,6 +243,15 @@ class BindingService:
             op.done(0, None, ["binding has write: false"], status="denied")
             raise WriteDenied(
                 f"binding {self.binding.binding!r} is read-only (write: false); nothing was stored"
+            )
+        existing = await op.run(self.store.get(self.scope, key))
+        if existing is not None and not is_egress_safe(existing.metadata):
+            # Overwriting would destroy an item the agent may not even read, or republish it
+            # under the agent's own sensitivity: writes obey the egress rule as reads do.
+            op.done(0, None, [f"{key} holds an item this binding may not disclose"], "denied")
+            raise WriteDenied(
+                f"key {key!r} cannot be written through binding {self.binding.binding!r}; "
+                "choose another key"
             )
         meta |= {"source": "mcp", "provenance": "agent"}
         if self.context.agent_id:

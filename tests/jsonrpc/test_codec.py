@@ -53,6 +53,25 @@ def test_the_splitter_drops_an_oversized_line_whole_and_carries_on():
         ({"jsonrpc": "1.0", "id": 7, "method": "m"}, codec.INVALID_REQUEST, 7, '"jsonrpc": "2.0"'),
         ({"jsonrpc": "2.0", "id": {}, "method": "m"}, codec.INVALID_REQUEST, None, "request id"),
         ({"jsonrpc": "2.0", "id": True, "method": "m"}, codec.INVALID_REQUEST, None, "request id"),
+        (
+            {"jsonrpc": "2.0", "id": "a\ud800", "method": "m"},
+            codec.INVALID_REQUEST,
+            None,
+            "Unicode",
+        ),
+        ({"jsonrpc": "2.0", "id": 8, "method": "m", "params": 5}, codec.INVALID_REQUEST, 8, "5"),
+        (
+            {"jsonrpc": "2.0", "id": 9, "method": "m", "params": None},
+            codec.INVALID_REQUEST,
+            9,
+            "null",
+        ),
+        (
+            "sk-ant-api03-" + "Aa7" * 15,
+            codec.INVALID_REQUEST,
+            None,
+            'request "[REDACTED:anthropic_api_key]" is not a JSON object',
+        ),
         ({"jsonrpc": "2.0", "id": 3, "method": 5}, codec.INVALID_REQUEST, 3, '"method" 5'),
         (
             {"jsonrpc": "2.0", "id": 3, "method": "memory/get", "params": [1]},

@@ -244,7 +244,7 @@ async def test_a_ttl_over_the_maximum_is_invalid_params(tmp_path):
 
 async def test_ids_are_echoed_whatever_their_type(tmp_path):
     server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
-    for request_id in ("abc", 0, -5, None):
+    for request_id in ("abc", 0, -5, None, 1.5, 1.0, "東%_'\""):
         line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize"})
         assert json.loads(await server.answer(line.encode()))["id"] == request_id
     await server.store.aclose()
@@ -253,3 +253,39 @@ async def test_ids_are_echoed_whatever_their_type(tmp_path):
 def test_stdin_ending_stops_the_server_with_exit_0(project):
     result = serve(project, [])
     assert result.returncode == 0 and result.stdout == ""
+
+
+async def test_every_answer_fits_the_message_limit(tmp_path):
+    # A put whose answer (the item, echoed) would not fit is refused before anything is stored;
+    # and an answer that still comes out too long becomes an error with the request's id.
+    server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
+    scope = Scope("p").to_json()
+    big = '"' * (codec.MAX_MESSAGE_BYTES // 2 - 100)  # each quote is sent as two bytes
+    line = rpc(1, "memory/put", scope=scope, key="k", value=big).encode()
+    assert len(line) <= codec.MAX_MESSAGE_BYTES
+    answer = await server.answer(line)
+    assert len(answer) < 1000
+    error = json.loads(answer)["error"]
+    assert (
+        error["code"] == codec.INVALID_PARAMS
+        and "leaves no room for its answer" in error["message"]
+    )
+    get = rpc(2, "memory/get", scope=scope, key="k").encode()
+    assert json.loads(await server.answer(get))["result"] is None
+
+    await server.store.put(Scope("p"), "k", big + big[:200])  # written by another path
+    answer = await server.answer(get)
+    assert len(answer) < 1000
+    error = json.loads(answer)
+    assert (
+        error["id"] == 2 and "exceeds the 16777216 byte message limit" in error["error"]["message"]
+    )
+    await server.store.aclose()
+
+
+async def test_an_id_that_is_not_valid_unicode_still_gets_an_answer(tmp_path):
+    server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
+    line = b'{"jsonrpc": "2.0", "id": "a\\ud800", "method": "initialize"}'
+    error = json.loads(await server.answer(line))
+    assert error["id"] is None and error["error"]["code"] == codec.INVALID_REQUEST
+    await server.store.aclose()

@@ -348,3 +348,28 @@ async def test_underscored_tool_names_and_dashed_server_names(workflow, tmp_path
     assert names == {"animus_binding_query", "animus_binding_get"}
     assert [hit["key"] for hit in found.structured_content["hits"]] == ["hedge"]
     assert server == "animus-binding-desk-wiki"
+
+
+async def test_an_item_the_binding_may_not_disclose_cannot_be_overwritten_through_it(tmp_path):
+    text = WORKFLOW.replace(
+        "{plugin: local, binding: wiki, query_strategy: none, top_k: 3}",
+        "{plugin: local, binding: wiki, query_strategy: none, top_k: 3, write: true}",
+    )
+    wf = write_workflow(tmp_path, text)
+    store = SQLiteStore(tmp_path / "memory.db")
+    await store.put(Scope("desk"), "creds", "broker password", metadata={"sensitivity": "secret"})
+    svc = BindingService(
+        find_binding(wf, "local", "project", "wiki"),
+        Scope("desk"),
+        store,
+        AuditTrail(),
+        AuditContext(),
+    )
+    with pytest.raises(WriteDenied, match="key 'creds' cannot be written through binding 'wiki'"):
+        await svc.put("creds", "overwritten by agent", metadata={"sensitivity": "public"})
+    assert (await store.get(Scope("desk"), "creds")).value == "broker password"
+    await svc.put("fresh", "a new public note")  # other keys are writable as before
+    await store.aclose()
+    denied, stored = svc.audit.events()
+    assert (denied.op, denied.status) == ("put", "denied") and "broker" not in denied.detail
+    assert (stored.op, stored.status) == ("put", "ok")
