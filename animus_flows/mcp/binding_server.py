@@ -23,7 +23,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from animus_flows.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
 from animus_flows.config.models import MemoryBinding, WorkflowFile
@@ -356,6 +356,33 @@ async def _answer(call: Callable[[], Awaitable[T]]) -> T:
         raise ToolError(redact(str(exc)).text) from None
 
 
+class _AuditedServer(MCPServer):
+    """An MCP server that also audits the calls the SDK refuses before a tool runs: a tool the
+    binding does not offer (`put` on a read-only binding), or arguments that fail the tool's
+    schema. Every call of a memory tool then leaves one audit line, as the tools' own do."""
+
+    def __init__(self, service: BindingService, ops: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.service = service
+        self.ops = ops  # tool name -> audit op, for every tool a binding can have
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            op = self.ops.get(name)
+            if op is not None and self._tool_manager.get_tool(name) is None:
+                gate = "write: false" if op == "put" else "read: false"
+                _Op(self.service, op, 0).done(0, None, [f"binding has {gate}"], "denied")
+            elif op is not None and isinstance(exc.__cause__, ValidationError):
+                # field names only: the refused values are the agent's data
+                fields = sorted({".".join(map(str, e["loc"])) for e in exc.__cause__.errors()})
+                _Op(self.service, op, 0).done(
+                    0, None, [f"arguments refused: {', '.join(fields)}"], "error"
+                )
+            raise
+
+
 def build_binding_server(service: BindingService, tool_names: str = "dotted") -> MCPServer:
     """The MCP server of one binding: query and get when it reads, put when it writes.
 
@@ -368,8 +395,10 @@ def build_binding_server(service: BindingService, tool_names: str = "dotted") ->
     )
     tools = [query_name, get_name] if binding.read else []
     tools += [put_name] if binding.write else []
-    server = MCPServer(
-        binding_server_name(binding.binding),
+    server = _AuditedServer(
+        service,
+        {query_name: "query", get_name: "get", put_name: "put"},
+        name=binding_server_name(binding.binding),
         title=f"Memory: {binding.binding}",
         instructions=(
             f"The {about}. Nothing from it is in your prompt: search it when you need it. "

@@ -92,6 +92,7 @@ async def test_a_read_only_binding_offers_query_and_get_and_returns_only_public_
         cold = await session.call_tool(TOOL_GET, {"key": "old"})
         missing = await session.call_tool(TOOL_GET, {"key": "nope"})
         put = await session.call_tool(TOOL_PUT, {"key": "k", "value": "v"})
+        bad = await session.call_tool(TOOL_QUERY, {"text": 5, "top_k": 0})
         name = session.initialize_result.server_info.name
     errlog.close()
     assert name == "animus-binding-wiki"
@@ -124,7 +125,12 @@ async def test_a_read_only_binding_offers_query_and_get_and_returns_only_public_
         ("get", "denied"),
         ("get", "denied"),
         ("get", "ok"),
+        ("put", "denied"),  # refused by the SDK before any tool ran: audited all the same
+        ("query", "error"),
     ]
+    assert events[5]["detail"] == "mcp; binding has write: false"
+    assert events[6]["detail"] == "mcp; arguments refused: text, top_k"
+    assert bad.is_error
     first = events[0]
     assert first["event"] == "memory_op" and first["binding"] == "wiki"
     assert first["plugin_id"] == "local"
@@ -141,7 +147,7 @@ async def test_a_read_only_binding_offers_query_and_get_and_returns_only_public_
     assert events[4]["detail"] == "mcp; no such item"
     assert "ACME" not in (tmp_path / ".animus" / "audit.jsonl").read_text()
     stderr = (tmp_path / "server.err").read_text()
-    assert stderr.count("memory_op {") == 5
+    assert stderr.count("memory_op {") == 7
     assert "serving binding wiki (plugin local, scope project=desk, read-only)" in stderr
 
 
