@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from animus_flows.disclosure import TIERS, tier_rank, warm_allowed
-from animus_flows.errors import ConfigError
+from animus_flows.errors import ConfigError, InvalidRequest
 
 EncodingName = Literal["cl100k_base", "o200k_base"]
 
@@ -147,6 +147,13 @@ class TokenCounter:
     MAX_CACHED_WORD = 32
 
     def count(self, text: str) -> int:
+        """The tokens of `text` in this encoding.
+
+        Raises:
+            InvalidRequest: `text` is not a string.
+        """
+        if not isinstance(text, str):
+            raise InvalidRequest(f"text {text!r} is a {type(text).__name__}; count a string")
         if len(text) > self.MAX_CACHED_TEXT:
             return self._encode_count(text)
         return self._count(text)
@@ -196,6 +203,8 @@ def shared_counter(encoding: str = "cl100k_base") -> TokenCounter:
 # -- the ledger ------------------------------------------------------------------------------
 
 Category = Literal["prompt", "memory", "scratchpad"]
+#: The categories a deduction may have.
+CATEGORIES: tuple[str, ...] = get_args(Category)
 
 
 @dataclass(frozen=True)
@@ -213,10 +222,15 @@ class TokenBudget:
     """The flow run's token ledger: the one source of truth every consumer deducts from.
 
     `flow_tokens` caps all phases together, `phase_tokens` each phase; None means no cap at
-    that level.
+    that level. Caps and deductions are whole numbers of tokens, >= 0.
+
+    Raises:
+        ConfigError: a cap is not an integer >= 0 or None.
 
     Example:
         ```python
+        from animus_flows.budget import TokenBudget
+
         budget = TokenBudget(flow_tokens=12000, phase_tokens=4000)
         budget.deduct("research", "prompt", 120)
         budget.remaining("research")  # 3880
@@ -224,6 +238,9 @@ class TokenBudget:
     """
 
     def __init__(self, flow_tokens: int | None = None, phase_tokens: int | None = None) -> None:
+        for name, cap in (("flow_tokens", flow_tokens), ("phase_tokens", phase_tokens)):
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+                raise ConfigError(f"{name} {cap!r} must be an integer >= 0, or None for no cap")
         self.flow_tokens = flow_tokens
         self.phase_tokens = phase_tokens
         self._ledger: list[Deduction] = []
@@ -269,9 +286,18 @@ class TokenBudget:
         note: str = "",
     ) -> Deduction:
         """Record a deduction. The caller has checked it fits; going over is recorded as is,
-        so the ledger never lies about what was spent."""
-        if tokens < 0:
-            raise ValueError(f"cannot deduct {tokens} tokens; deductions are >= 0")
+        so the ledger never lies about what was spent.
+
+        Raises:
+            InvalidRequest: `phase_id` is not a non-empty string, `category` not one of
+                `CATEGORIES`, or `tokens` not an integer >= 0; nothing is recorded.
+        """
+        if not isinstance(phase_id, str) or not phase_id:
+            raise InvalidRequest(f"phase_id {phase_id!r} must be a non-empty string")
+        if category not in CATEGORIES:
+            raise InvalidRequest(f"category {category!r} is not one of {', '.join(CATEGORIES)}")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise InvalidRequest(f"cannot deduct {tokens!r} tokens; deductions are integers >= 0")
         entry = Deduction(phase_id, category, tokens, binding, note)
         with self._lock:
             self._ledger.append(entry)

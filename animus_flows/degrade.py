@@ -57,9 +57,14 @@ async def run_degraded(
 
     Example:
         ```python
+        from animus_flows.degrade import run_degraded
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore
+
+        store, scope = SQLiteStore(".animus/memory.db"), Scope("trade-desk")
         outcome = await run_degraded(lambda: store.query(scope, "fx"), timeout_ms=500,
                                      fallback=[])
-        hits, status = outcome.value, outcome.status
+        hits, status = outcome.value, outcome.status  # [], 'ok'
         ```
     """
     started_at = datetime.now(UTC)

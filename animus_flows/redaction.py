@@ -158,6 +158,8 @@ def shown_url(url: str) -> str:
 
     Example:
         ```python
+        from animus_flows.redaction import shown_url
+
         shown_url("https://me:hunter2@zep.example.com/api")  # 'https://***@zep.example.com/api'
         ```
     """
@@ -360,8 +362,14 @@ def redact_item(
 
     Example:
         ```python
+        from animus_flows.protocol import Scope
+        from animus_flows.redaction import redact_item
+        from animus_flows.stores import SQLiteStore
+
+        store = SQLiteStore(".animus/memory.db")
+        output = "deployed with AKIAIOSFODNN7EXAMPLE"
         value, metadata = redact_item({"content": output}, {"phase": "research"})
-        await store.put(scope, key, value, metadata=metadata)
+        await store.put(Scope("trade-desk"), "research-1", value, metadata=metadata)
         ```
     """
     body = redact_json(value)

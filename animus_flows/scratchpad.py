@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import glob
+import hashlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from animus_flows.errors import AnimusError
+from animus_flows.errors import AnimusError, ConfigError, InvalidRequest, InvalidScope
+from animus_flows.protocol import MAX_ID_LENGTH
 
 DEFAULT_MAX_CHARS = 6000
 
@@ -55,22 +57,58 @@ class ScratchpadState:
         }
 
 
+# File names are at most 255 bytes on common filesystems. The longest one a scope has is its
+# temporary file, ".<segment>.md.tmp-<32 hex digits>": 41 bytes besides the segment.
+_MAX_PROJECT_SEGMENT = 255
+_MAX_SCOPE_SEGMENT = 255 - 41
+_HASH_CHARS = 32  # hex digits of SHA-256 that tell long ids apart
+
+
 def scratchpad_path(root: Path, project_id: str, scope: str) -> Path:
-    """The file of one scope; ids are percent-encoded so any id is one safe path segment."""
-    return root / "scratchpad" / _segment(project_id) / f"{_segment(scope)}.md"
+    """The file of one scope; ids are percent-encoded so any id is one safe path segment.
+
+    An id whose encoding is too long for a file name (a long one, or one in a script every
+    character of which takes 9 bytes encoded) is named by a readable start of its encoding,
+    `+` and a hash of the whole id: still one file per id, and no other id's plain encoding
+    (which never holds a `+`) can take its name.
+    """
+    project = _segment(project_id, _MAX_PROJECT_SEGMENT)
+    return root / "scratchpad" / project / f"{_segment(scope, _MAX_SCOPE_SEGMENT)}.md"
 
 
-def _segment(ident: str) -> str:
+def _segment(ident: str, limit: int) -> str:
     # quote() leaves "." and ".." as they are: as folder names they would leave the tree
     encoded = quote(ident, safe="")
-    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
+    if encoded in (".", ".."):
+        return encoded.replace(".", "%2E")
+    if len(encoded) <= limit:  # ASCII: characters are bytes
+        return encoded
+    digest = hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
+    start = encoded[: limit - 1 - _HASH_CHARS]
+    cut = start.rfind("%", len(start) - 2)  # never end in half an escape
+    start = start if cut == -1 else start[:cut]
+    return f"{start}+{digest}"
 
 
 class Scratchpad:
     """One agent scope's scratchpad.
 
+    Args:
+        root: the runtime folder (`.animus` next to the workflow file).
+        project_id: the project: 1 to 256 characters, no NUL, as in a `Scope`.
+        scope: the scratchpad's scope, usually the agent id; an id like `project_id`.
+        max_chars: the most characters the text may hold, an integer >= 1.
+
+    Raises:
+        InvalidScope: an id is empty, too long or not a string.
+        ConfigError: `max_chars` is not an integer >= 1.
+
     Example:
         ```python
+        from pathlib import Path
+
+        from animus_flows.scratchpad import Scratchpad
+
         pad = Scratchpad(Path(".animus"), "trade-desk", "trade-analyst", max_chars=6000)
         pad.append("EUR/USD: watch 1.10")
         print(pad.read().text)
@@ -80,6 +118,19 @@ class Scratchpad:
     def __init__(
         self, root: Path, project_id: str, scope: str, max_chars: int = DEFAULT_MAX_CHARS
     ) -> None:
+        for name, ident in (("project_id", project_id), ("scope", scope)):
+            if (
+                not isinstance(ident, str)
+                or not ident
+                or len(ident) > MAX_ID_LENGTH
+                or "\0" in ident
+            ):
+                raise InvalidScope(
+                    f"scratchpad {name} {ident!r:.60} must be a string of 1 to {MAX_ID_LENGTH} "
+                    "characters without NUL, such as the agent id"
+                )
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise ConfigError(f"max_chars {max_chars!r} must be an integer >= 1")
         self.path = scratchpad_path(root, project_id, scope)
         self.scope = scope
         self.max_chars = max_chars
@@ -94,11 +145,13 @@ class Scratchpad:
 
     def write(self, content: str) -> ScratchpadState:
         """Replace the whole text."""
+        _check_text(content)
         with self._locked():
             return self._replace(content)
 
     def append(self, content: str) -> ScratchpadState:
         """Add to the end, on a new line when the text does not end with one."""
+        _check_text(content)
         with self._locked():
             current = self.read().text
             if not content:
@@ -150,6 +203,14 @@ class Scratchpad:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _check_text(content: object) -> None:
+    if not isinstance(content, str):
+        raise InvalidRequest(
+            f"scratchpad text {content!r} is a {type(content).__name__}; pass a string "
+            "(clear() empties the scratchpad)"
+        )
 
 
 def _fsync_folder(folder: Path) -> None:

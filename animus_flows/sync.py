@@ -17,12 +17,17 @@ T = TypeVar("T")
 
 
 class LoopRunner:
-    """Owns a private event loop and runs coroutines on it to completion."""
+    """Owns a private event loop and runs coroutines on it to completion.
 
-    def __init__(self) -> None:
+    `owner` names the facade in the error a call after `close()` raises.
+    """
+
+    def __init__(self, owner: str = "this sync facade") -> None:
         self._runner = asyncio.Runner()
         self._lock = threading.Lock()
         self._started = False
+        self._owner = owner
+        self.closed = False
 
     def run(self, coro: Coroutine[Any, Any, T], *, await_form: str) -> T:
         try:
@@ -35,10 +40,16 @@ class LoopRunner:
                 f"called the sync API inside a running event loop; use `{await_form}` instead"
             )
         with self._lock:
+            if self.closed:
+                coro.close()  # never run: closing it spares the "never awaited" warning
+                raise RuntimeError(f"{self._owner} is closed; create a new one to use it again")
             self._started = True
             return self._runner.run(coro)
 
     def close(self) -> None:
+        """Close the loop; a second close does nothing."""
+        if self.closed:
+            return
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -52,6 +63,7 @@ class LoopRunner:
             )
         with self._lock:
             self._runner.close()
+            self.closed = True
 
 
 def blocking_method(name: str, async_method: Callable[..., Any], *, await_form: str) -> Any:

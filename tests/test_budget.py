@@ -20,7 +20,7 @@ from animus_flows.budget import (
     render_block,
     shared_counter,
 )
-from animus_flows.errors import ConfigError
+from animus_flows.errors import ConfigError, InvalidRequest
 
 COUNTERS = {name: TokenCounter(name) for name in ("cl100k_base", "o200k_base")}
 # An independent tokenizer (pure Python) from the same vocabulary checks our encodings on fixed
@@ -155,6 +155,37 @@ def test_ledger_tracks_phase_and_flow_caps():
     assert TokenBudget().remaining("any") is None
     with pytest.raises(ValueError):
         budget.deduct("plan", "memory", -1)
+
+
+@pytest.mark.parametrize("cap", [-1, 1.5, float("nan"), True, "100"])
+def test_a_cap_must_be_a_whole_number_of_tokens(cap):
+    with pytest.raises(ConfigError, match=f"flow_tokens {cap!r} must be an integer >= 0, or None"):
+        TokenBudget(flow_tokens=cap)
+    with pytest.raises(ConfigError, match=f"phase_tokens {cap!r} must be an integer >= 0"):
+        TokenBudget(phase_tokens=cap)
+    assert TokenBudget(flow_tokens=0, phase_tokens=None).flow_remaining() == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (("plan", "prompt", -1), "cannot deduct -1 tokens; deductions are integers >= 0"),
+        (("plan", "prompt", float("nan")), "cannot deduct nan tokens"),
+        (("plan", "prompt", 1.5), "cannot deduct 1.5 tokens"),
+        (("plan", "bogus", 1), "category 'bogus' is not one of prompt, memory, scratchpad"),
+        ((None, "prompt", 1), "phase_id None must be a non-empty string"),
+    ],
+)
+def test_a_bad_deduction_is_refused_and_not_recorded(arguments, message):
+    budget = TokenBudget(flow_tokens=100)
+    with pytest.raises(InvalidRequest, match=message):
+        budget.deduct(*arguments)
+    assert budget.ledger == [] and budget.used() == 0 and budget.flow_remaining() == 100
+
+
+def test_counting_something_that_is_not_text_is_refused():
+    with pytest.raises(InvalidRequest, match="text None is a NoneType; count a string"):
+        COUNTERS["cl100k_base"].count(None)
 
 
 def _cand(binding, key, text, score, tier="hot"):

@@ -146,3 +146,53 @@ def test_a_writer_killed_mid_write_never_leaves_half_a_file(tmp_path):
     pad.write("after")
     assert sorted(p.name for p in pad.path.parent.iterdir()) == ["crash.lock", "crash.md"]
     assert pad.read().text == "after"
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        "日本語のエージェント名" * 3,  # 9 bytes per character, percent-encoded
+        "日" * 256,
+        "a" * 256,
+        "é" * 200 + "%",
+    ],
+)
+def test_any_valid_id_gets_a_file_name_within_the_limit(tmp_path, scope):
+    pad = Scratchpad(tmp_path, "p" * 256, scope, max_chars=100)
+    assert pad.write("x").text == "x"
+    assert pad.read().text == "x"
+    temporary = f".{pad.path.name}.tmp-{'0' * 32}"  # what a write renames into place
+    assert len(temporary.encode()) <= 255
+    assert len(pad.path.parent.name.encode()) <= 255
+
+
+def test_long_ids_stay_distinct_and_readable(tmp_path):
+    names = {Scratchpad(tmp_path, "desk", "日" * 200 + tail).path.name for tail in "abc"}
+    assert len(names) == 3
+    assert all(name.startswith("%E6%97%A5%E6%97%A5") for name in names)
+    # an id whose encoding is short keeps the name it always had
+    assert Scratchpad(tmp_path, "desk", "trade-analyst").path.name == "trade-analyst.md"
+    assert Scratchpad(tmp_path, "desk", "é").path.name == "%C3%A9.md"
+    assert Scratchpad(tmp_path, "desk", "a" * 214).path.name == "a" * 214 + ".md"
+
+
+@pytest.mark.parametrize("max_chars", [0, -1, None, 1.5, True])
+def test_the_limit_must_be_a_positive_integer(tmp_path, max_chars):
+    from animus_flows.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"max_chars {max_chars!r} must be an integer >= 1"):
+        Scratchpad(tmp_path, "desk", "analyst", max_chars=max_chars)
+
+
+def test_empty_ids_and_text_that_is_not_a_string_are_refused(tmp_path):
+    from animus_flows.errors import InvalidRequest, InvalidScope
+
+    with pytest.raises(InvalidScope, match="scratchpad scope '' must be a string of 1 to 256"):
+        Scratchpad(tmp_path, "desk", "")
+    with pytest.raises(InvalidScope, match="scratchpad project_id '' must be"):
+        Scratchpad(tmp_path, "", "analyst")
+    pad = Scratchpad(tmp_path, "desk", "analyst")
+    for call in (pad.write, pad.append):
+        with pytest.raises(InvalidRequest, match="scratchpad text None is a NoneType"):
+            call(None)
+    assert list(tmp_path.rglob("*.md")) == []

@@ -116,6 +116,8 @@ class LineSplitter:
 
     Example:
         ```python
+        from animus_flows.jsonrpc.codec import LineSplitter
+
         splitter = LineSplitter()
         splitter.feed(b'{"a": 1}\\n{"b"')  # [b'{"a": 1}']
         splitter.feed(b": 2}\\n")  # [b'{"b": 2}']

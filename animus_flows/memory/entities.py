@@ -66,6 +66,8 @@ def extract_entities(text: str, *, max_entities: int = 32) -> list[Entity]:
 
     Example:
         ```python
+        from animus_flows.memory.entities import extract_entities
+
         extract_entities("Review pull request from Alice on the Animus project")
         # [Entity(name='Alice', type='person'), Entity(name='Animus', type='project')]
         ```

@@ -15,6 +15,7 @@ without `provenance` gets `import`; one with it keeps it, so a restored backup i
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -111,7 +112,33 @@ def parse_export(text: str | bytes) -> list[Memory]:
             )
         seen[memory.id] = index
         memories.append(memory)
+    _refuse_version_cycles(memories)
     return memories
+
+
+def _refuse_version_cycles(memories: list[Memory]) -> None:
+    """Refuse records whose parent chain within the import loops (one that is its own parent,
+    or c1 -> c2 -> c1): each would supersede the other, and recall would show none of them."""
+    parents = {memory.id: memory.parent_id for memory in memories}
+    index = {memory.id: n for n, memory in enumerate(memories)}
+    done: set[str] = set()  # ids whose chain is known to end
+    for memory in memories:
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        current: str | None = memory.id
+        while current in parents and current not in done:
+            if current in on_chain:
+                loop = [*chain[chain.index(current) :], current]
+                if len(loop) > 6:  # one line, however long the loop
+                    loop = [*loop[:5], "...", current]
+                raise InvalidRequest(
+                    f"memories[{index[current]}]: the version chain of id {current} loops back "
+                    f"to it ({' -> '.join(loop)}); a parent_id must name an older version"
+                )
+            chain.append(current)
+            on_chain.add(current)
+            current = parents[current]
+        done.update(chain)
 
 
 def manifest(export_text: str, document: Mapping[str, JSON]) -> dict[str, JSON]:
@@ -176,12 +203,13 @@ def write_backup(
 ) -> Path:
     """Write a ZIP backup (the export and a manifest) to `path`, atomically."""
 
-    def write(raw: BinaryIO) -> None:
-        with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(BACKUP_EXPORT_NAME, export_text)
-            zf.writestr(BACKUP_MANIFEST_NAME, dumps(manifest(export_text, document)))
-
-    return write_atomically(path, write)
+    # Built in memory (the export text is there already): zipfile seeks and reads positions
+    # back, which a pipe or a device such as /dev/null cannot do.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(BACKUP_EXPORT_NAME, export_text)
+        zf.writestr(BACKUP_MANIFEST_NAME, dumps(manifest(export_text, document)))
+    return write_atomically(path, lambda raw: raw.write(buffer.getbuffer()))
 
 
 def read_backup(path: str | os.PathLike[str]) -> str:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,16 @@ from animus_flows.memory.records import (
     BUCKET_KEY,
     DELETED_KEY,
     ENTITIES_KEY,
+    PROVENANCES,
     REDACTION_KEYS,
+    SOURCES,
     TIER_LADDER,
     Memory,
     MemoryTier,
     MemoryType,
     Sensitivity,
     bucket_metadata,
+    check_choice,
     check_user_metadata,
     entity_key,
     from_store,
@@ -48,6 +52,7 @@ from animus_flows.memory.records import (
     newest_versions,
     normalize_tag,
     normalize_tags,
+    redaction_record,
     stored_time,
     successor_unknown,
     to_store,
@@ -74,6 +79,9 @@ _HEX = "0123456789abcdef"
 OPTIMIZE_AFTER_IMPORT = 1000
 
 logger = logging.getLogger(__name__)
+
+#: The agent the project scope's memories are recorded under (and the loader reports).
+SHARED_AGENT = "shared"
 
 #: The score a memory gets in `recall` for being linked to an entity the query names.
 ENTITY_MATCH_SCORE = 0.5
@@ -107,6 +115,23 @@ def _limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidRequest(f"limit {limit!r} must be an integer >= 1")
     return limit
+
+
+def _content(content: object) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidRequest(f"content {content!r} must be non-empty text")
+    return content
+
+
+def _number(name: str, value: object, low: float, high: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or math.isnan(value)
+        or not low <= value <= high
+    ):
+        raise InvalidRequest(f"{name} {value!r} must be a number from {low} to {high}")
+    return float(value)
 
 
 def _id(memory_id: object) -> str:
@@ -146,6 +171,10 @@ class AsyncMemoryLayer:
             link memories to them, and let `recall` match them.
         tier_policy: idle times and the access threshold of temperature tiers.
 
+    Raises:
+        InvalidRequest: the scope's agent id is `shared`, the name the loader and the stored
+            records give the project scope (`Scope(project_id)`): use that scope instead.
+
     Example:
         ```python
         from animus_flows.memory import AsyncMemoryLayer
@@ -168,9 +197,19 @@ class AsyncMemoryLayer:
     ) -> None:
         self.store = resolve_store(store)
         self.scope = check_scope(scope)
+        if scope.agent_id == SHARED_AGENT:
+            raise InvalidRequest(
+                f"agent_id {SHARED_AGENT!r} names the shared project scope, so the loader could "
+                f"never load these memories; use Scope({scope.project_id!r}) for shared "
+                "memories, or another agent id"
+            )
+        if tier_policy is not None and not isinstance(tier_policy, TierPolicy):
+            raise InvalidRequest(
+                f"tier_policy {tier_policy!r} is not a TierPolicy; pass TierPolicy(...) or None"
+            )
         self.entities_enabled = bool(entities)
         self.tier_policy = tier_policy or TierPolicy()
-        self._agent = scope.agent_id or "shared"
+        self._agent = scope.agent_id or SHARED_AGENT
 
     @property
     def _cap(self) -> int:
@@ -196,18 +235,21 @@ class AsyncMemoryLayer:
     ) -> Memory:
         """Store a new memory; secrets in it are redacted first.
 
+        `content` is non-empty text; `source` is one of `SOURCES`, `provenance` one of
+        `PROVENANCES`; `metadata` may not use the layer's reserved keys.
+
         Returns:
             The stored `Memory`, with its generated id and timestamps.
         """
         memory = Memory(
-            content=content,
+            content=_content(content),
             memory_type=memory_type,
             metadata=check_user_metadata(metadata),
-            tags=list(tags or []),
-            source=source,
+            tags=normalize_tags(tags),
+            source=check_choice("source", source, SOURCES),
             confidence=confidence,
             subtype=subtype,
-            provenance=provenance,
+            provenance=check_choice("provenance", provenance, PROVENANCES),
             sensitivity=sensitivity,
             tier=tier,
         )
@@ -237,6 +279,11 @@ class AsyncMemoryLayer:
 
         Example:
             ```python
+            from animus_flows.memory import MemoryLayer
+            from animus_flows.protocol import Scope
+            from animus_flows.stores import SQLiteStore
+
+            memory = MemoryLayer(SQLiteStore(".animus/memory.db"), Scope("demo"))
             memory.remember_fact("User", "prefers", "dark mode", category="preference")
             ```
         """
@@ -278,6 +325,11 @@ class AsyncMemoryLayer:
 
         Example:
             ```python
+            from animus_flows.memory import MemoryLayer
+            from animus_flows.protocol import Scope
+            from animus_flows.stores import SQLiteStore
+
+            memory = MemoryLayer(SQLiteStore(".animus/memory.db"), Scope("demo"))
             memory.remember_procedure("morning-routine", "waking up",
                                       ["check email", "review calendar", "plan day"])
             ```
@@ -310,14 +362,28 @@ class AsyncMemoryLayer:
     async def update_memory(self, memory: Memory) -> bool:
         """Write `memory` over the stored memory with its id, in place; sets `updated_at`.
 
-        The passed object is updated too (timestamp, redacted text, entities). Returns False
-        when no memory has that id.
+        Its fields are checked again first, as `remember` checks them (a `source` or
+        `provenance` the stored memory already has is kept). The redaction record stays the
+        layer's: `_redaction_count` and `_redaction_types` come from the stored memory. The
+        passed object is updated too (timestamp, redacted text, entities). Returns False when
+        no memory has that id.
         """
         if not isinstance(memory, Memory):
             raise InvalidRequest(f"update_memory takes a Memory, not {type(memory).__name__}")
+        memory.validate()
+        _content(memory.content)
         stored = await self._get(memory.id)
         if stored is None:
             return False
+        for name, choices in (("source", SOURCES), ("provenance", PROVENANCES)):
+            if getattr(memory, name) != getattr(stored, name):  # other tools' values stay
+                check_choice(name, getattr(memory, name), choices)
+        memory.metadata = {
+            **check_user_metadata(
+                {k: v for k, v in memory.metadata.items() if k not in REDACTION_KEYS}
+            ),
+            **redaction_record(stored.metadata),
+        }
         _carry_link(stored, memory)  # the layer keeps the version links
         memory.updated_at = utcnow()
         self._ingest(memory)
@@ -337,10 +403,16 @@ class AsyncMemoryLayer:
 
         The new memory gets a new id, `version` + 1, `parent_id` = the old id, and a generated
         `change_summary` when none is given. `None` keeps the parent's content, tags or
-        metadata. The parent moves to the COLD tier and its `superseded_by` names the new one:
-        it is history now, and `recall` returns only the newest version. Returns None when
-        `memory_id` matches nothing.
+        metadata; new ones are checked as `remember` checks them. The parent moves to the COLD
+        tier and its `superseded_by` names the new one: it is history now, and `recall` returns
+        only the newest version. Returns None when `memory_id` matches nothing.
         """
+        if content is not None:
+            _content(content)
+        new_tags = None if tags is None else normalize_tags(tags)
+        check_choice("provenance", provenance, PROVENANCES)
+        if metadata is not None:
+            check_user_metadata(metadata)
         parent = await self.get_memory(memory_id)
         if parent is None:
             return None
@@ -356,7 +428,7 @@ class AsyncMemoryLayer:
         child = Memory(
             content=parent.content if content is None else content,
             memory_type=parent.memory_type,
-            tags=list(parent.tags if tags is None else tags),
+            tags=list(parent.tags if new_tags is None else new_tags),
             source=parent.source,
             confidence=parent.confidence,
             subtype=parent.subtype,
@@ -596,7 +668,12 @@ class AsyncMemoryLayer:
         Returns:
             `(demoted_count, promoted_count)`.
         """
-        now = now or utcnow()
+        if now is None:
+            now = utcnow()
+        elif not isinstance(now, datetime):
+            raise InvalidRequest(f"now {now!r} must be a datetime such as utcnow(), or None")
+        elif now.tzinfo is None:  # records' times are aware: a naive time is taken as UTC
+            now = now.replace(tzinfo=UTC)
         demoted: list[Memory] = []
         promoted: list[Memory] = []
         for memory in _current(await self._scan()):
@@ -633,7 +710,7 @@ class AsyncMemoryLayer:
         memories = parse_export(data)
         for index, memory in enumerate(memories):
             try:
-                check_user_metadata(memory.metadata)
+                check_user_metadata(memory.metadata, redaction=True)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"memories[{index}]: {exc}") from None
             self._ingest(memory, extract=not memory.entities)
@@ -696,7 +773,10 @@ class AsyncMemoryLayer:
 
     async def backup(self, path: str | Path) -> Path:
         """Write a ZIP backup of the scope to `path`: `memories.json` (the export) and
-        `manifest.json` (scope, count, checksum). The file is replaced atomically."""
+        `manifest.json` (scope, count, checksum). The file is replaced atomically; a path that
+        is not a regular file (a pipe, /dev/stdout) is written to directly."""
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise InvalidRequest(f"backup path {path!r} must be a file path such as 'backup.zip'")
         document = export_document(await self._scan(), self.scope)
         return await asyncio.to_thread(write_backup, path, dumps(document), document)
 
@@ -880,8 +960,9 @@ class AsyncMemoryLayer:
         kind = None if memory_type is None else _one(MemoryType, memory_type, "memory_type")
         wanted_tier = None if tier is None else _one(MemoryTier, tier, "tier")
         required = normalize_tags(tags)
-        if isinstance(min_confidence, bool) or not isinstance(min_confidence, (int, float)):
-            raise InvalidRequest(f"min_confidence {min_confidence!r} must be a number")
+        _number("min_confidence", min_confidence, 0.0, 1.0)
+        if source is not None and (not isinstance(source, str) or not source):
+            raise InvalidRequest(f"source {source!r} must be a non-empty string such as 'stated'")
         sensitivities = None
         if allowed_tiers is not None:
             if isinstance(allowed_tiers, str):
@@ -1138,7 +1219,7 @@ class MemoryLayer:
         tier_policy: TierPolicy | None = None,
     ) -> None:
         self._async = AsyncMemoryLayer(store, scope, entities=entities, tier_policy=tier_policy)
-        self._loop = LoopRunner()
+        self._loop = LoopRunner("MemoryLayer")
 
     remember = _blocking("remember")
     remember_fact = _blocking("remember_fact")
@@ -1180,7 +1261,13 @@ class MemoryLayer:
         return self._async.tier_policy
 
     def close(self, *, close_store: bool = False) -> None:
-        """Release the facade's event loop; with `close_store`, close the store first."""
+        """Release the facade's event loop; with `close_store`, close the store first.
+
+        Any later call raises RuntimeError saying the layer is closed; closing again does
+        nothing.
+        """
+        if self._loop.closed:
+            return
         aclose = getattr(self.store, "aclose", None)
         if close_store and aclose is not None:
             self._loop.run(aclose(), await_form="await store.aclose()")

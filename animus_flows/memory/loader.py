@@ -16,7 +16,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from animus_flows.budget import BindingCaps, Candidate, PackResult, pack, shared_counter
@@ -29,7 +29,7 @@ from animus_flows.disclosure import (
     warm_allowed,
 )
 from animus_flows.errors import InvalidRequest, StoreUnavailable
-from animus_flows.memory.layer import resolve_store
+from animus_flows.memory.layer import SHARED_AGENT, resolve_store
 from animus_flows.memory.records import (
     MemoryTier,
     MemoryType,
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BUDGET = 2000
 #: How the project scope's memories are reported (seed 002's `agent === 'shared'`).
-SHARED = "shared"
+SHARED = SHARED_AGENT
 
 #: Seed 002's cognitive sectors per agent role; override per agent in the workflow file
 #: (`agents.<id>.memory_loader.sectors`) or per call.
@@ -155,6 +155,12 @@ class _Request:
 
 
 def _tiers(layers: Iterable[int | str | MemoryTier]) -> tuple[MemoryTier, ...]:
+    if isinstance(layers, (int, str)):  # one layer (a MemoryTier is a str)
+        layers = [layers]
+    if not isinstance(layers, Iterable):
+        raise InvalidRequest(
+            f"layers {layers!r} must be a list of layers such as (1, 2) for HOT and WARM"
+        )
     tiers: list[MemoryTier] = []
     for layer in layers:
         if isinstance(layer, int) and not isinstance(layer, bool) and layer in LAYER_TIERS:
@@ -197,6 +203,14 @@ def workflow_options(workflow: Any) -> dict[str, Any]:
         "sectors": {a: s.sectors for a, s in settings.items() if s.sectors},
         "encoding": workflow.budget.encoding,
     }
+
+
+def _days_ago(days: float) -> datetime:
+    """The moment `days` days ago; further back than the calendar goes, its first moment."""
+    try:
+        return utcnow() - timedelta(days=days)
+    except OverflowError:  # days=inf or 10**9: every memory is that recent
+        return datetime.min.replace(tzinfo=UTC)
 
 
 def _count(name: str, value: object, least: int) -> int:
@@ -247,8 +261,12 @@ class AsyncMemoryLoader:
         self.sectors: dict[str, tuple[MemoryType, ...]] = dict(AGENT_SECTOR_PREFERENCES)
         for agent, chosen in (sectors or {}).items():
             self.sectors[agent] = _sectors(chosen)  # type: ignore[assignment]
-        if timeout_ms is not None and not timeout_ms > 0:
-            raise InvalidRequest(f"timeout_ms {timeout_ms!r} must be > 0, or None")
+        if timeout_ms is not None and (
+            isinstance(timeout_ms, bool)
+            or not isinstance(timeout_ms, (int, float))
+            or not timeout_ms > 0
+        ):
+            raise InvalidRequest(f"timeout_ms {timeout_ms!r} must be a number > 0, or None")
         self.timeout_ms = timeout_ms
         self.counter = shared_counter(encoding)
 
@@ -405,7 +423,7 @@ class AsyncMemoryLoader:
                 self._budget(agent_id, token_budget),
                 (MemoryTier.HOT, MemoryTier.WARM),
                 self.sectors_for(agent_id),
-                since=utcnow() - timedelta(days=days),
+                since=_days_ago(days),
                 limit=_count("limit", limit, 1),
             )
         )
@@ -648,7 +666,7 @@ class MemoryLoader:
 
     def __init__(self, store: object, project_id: str, **options: Any) -> None:
         self._async = AsyncMemoryLoader(store, project_id, **options)
-        self._loop = LoopRunner()
+        self._loop = LoopRunner("MemoryLoader")
 
     @classmethod
     def from_workflow(cls, workflow: Any, store: object, **options: Any) -> MemoryLoader:

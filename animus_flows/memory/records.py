@@ -19,6 +19,7 @@ from typing import Any
 from animus_flows.disclosure import sensitivity_of, tier_of
 from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, RESERVED_METADATA_KEYS, indexed_text, utcnow
+from animus_flows.stores.base import check_json
 
 
 class MemoryType(StrEnum):
@@ -60,8 +61,14 @@ METADATA_DEFAULTS: dict[str, str] = {
     "provenance": "direct",
 }
 
-#: Reserved keys the caller's metadata may carry: the layer's own redaction bookkeeping.
+#: Reserved keys only the layer writes: its record of what redaction replaced. An import may
+#: carry them (a restore is faithful); every other write refuses them.
 REDACTION_KEYS = ("_redaction_count", "_redaction_types")
+
+#: The `source` values the layer's write methods accept (how the memory was acquired).
+SOURCES = ("stated", "inferred", "learned")
+#: The `provenance` values the layer's write methods accept (which path wrote the memory).
+PROVENANCES = ("direct", "sync", "consolidation", "import", "mcp")
 
 # Layer bookkeeping in store metadata. `_bucket` (the id's first two hex digits) lets the layer
 # enumerate a scope in slices and find ids by prefix despite the store's top_k cap; `_entities`
@@ -96,12 +103,22 @@ def normalize_tag(tag: object) -> str:
 
 
 def normalize_tags(tags: Iterable[object] | None) -> list[str]:
-    """Normalized tags, first occurrence kept, order preserved."""
+    """Normalized tags, first occurrence kept, order preserved; the one check every read and
+    write path runs, so a string is refused rather than split into letters."""
     if tags is None:
         return []
     if isinstance(tags, str):
         raise InvalidRequest(f"tags {tags!r} is a string; pass a list such as [{tags!r}]")
+    if not isinstance(tags, Iterable) or isinstance(tags, Mapping):
+        raise InvalidRequest(f"tags {tags!r} must be a list of strings such as ['preference']")
     return list(dict.fromkeys(normalize_tag(tag) for tag in tags))
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """`value` when it is one of `choices` (`source`, `provenance`), else refused."""
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidRequest(f"{name} {value!r} is not one of {', '.join(choices)}")
+    return value
 
 
 def entity_key(name: str) -> str:
@@ -175,6 +192,17 @@ class Memory:
     superseded_by: str | None = None
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field and normalize it in place (enum values, tags, aware times).
+
+        Runs when a memory is made, and again when `update_memory` writes one whose fields
+        were changed since.
+
+        Raises:
+            InvalidRequest: naming the field, its value and what it must be.
+        """
         if not isinstance(self.id, str) or not self.id or "\x00" in self.id:
             raise InvalidRequest(f"memory id {self.id!r} must be a non-empty string")
         if not isinstance(self.content, str):
@@ -212,7 +240,7 @@ class Memory:
                 continue
             if not isinstance(value, datetime):
                 raise InvalidRequest(f"{name} {value!r} must be a datetime")
-            setattr(self, name, _aware(value))
+            setattr(self, name, _in_range(_aware(value), name))
         if not isinstance(self.metadata, dict) or not all(
             isinstance(key, str) for key in self.metadata
         ):
@@ -312,6 +340,19 @@ def _parse_time(value: object, name: str) -> datetime:
         ) from None
 
 
+def _in_range(moment: datetime, name: str) -> datetime:
+    """`moment`, when it has a UTC time: records are stored in UTC, and a time at the edge of
+    the calendar (0001-01-01T00:00:00+14:00) has none."""
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidRequest(
+            f"{name} {moment.isoformat()!r} has no UTC time (out of range); pass a time "
+            "between years 1 and 9999 in UTC"
+        ) from None
+    return moment
+
+
 def _entity_from_json(data: object, where: str) -> Entity:
     if isinstance(data, Entity):
         return data
@@ -340,26 +381,59 @@ def bucket_metadata(memory_id: str) -> dict[str, JSON]:
     return {}
 
 
-def check_user_metadata(metadata: Mapping[str, JSON] | None) -> dict[str, JSON]:
-    """The caller's metadata, refusing keys the layer owns (they have their own parameters)."""
+def check_user_metadata(
+    metadata: Mapping[str, JSON] | None, *, redaction: bool = False
+) -> dict[str, JSON]:
+    """The caller's metadata, refusing keys the layer owns (they have their own parameters)
+    and values that are not JSON data.
+
+    `redaction`: the redaction record (`_redaction_count`, `_redaction_types`) may be present,
+    in its own shape: the layer's own writes and imports, never a caller's metadata.
+    """
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
         raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
-    owned = sorted((set(metadata) & (RESERVED_METADATA_KEYS | LAYER_KEYS)) - set(REDACTION_KEYS))
+    allowed = set(REDACTION_KEYS) if redaction else set()
+    owned = sorted((set(metadata) & (RESERVED_METADATA_KEYS | LAYER_KEYS)) - allowed)
     if owned:
-        raise InvalidRequest(
-            f"metadata key(s) {', '.join(owned)} are reserved by the memory layer; pass "
-            "memory_type=, sensitivity=, tier=, tags=, source=, confidence= or provenance= "
-            "instead, or rename the key"
+        fix = (
+            "the layer writes them itself, recording what redaction replaced; rename the key"
+            if set(owned) <= set(REDACTION_KEYS)
+            else "pass memory_type=, sensitivity=, tier=, tags=, source=, confidence= or "
+            "provenance= instead, or rename the key"
         )
+        raise InvalidRequest(
+            f"metadata key(s) {', '.join(owned)} are reserved by the memory layer; {fix}"
+        )
+    for key, value in metadata.items():
+        check_json(f"metadata key {key!r}", value)
+    well_formed = redaction_record(metadata)
+    for key in REDACTION_KEYS:
+        if key in metadata and key not in well_formed:
+            raise InvalidRequest(
+                f"metadata {key} {metadata[key]!r} is not a redaction record: _redaction_count "
+                "is an integer >= 0, _redaction_types a list of strings"
+            )
     return dict(metadata)
+
+
+def redaction_record(metadata: Mapping[str, JSON]) -> dict[str, JSON]:
+    """The redaction keys of `metadata` that have their proper shape; others' writes may not."""
+    record: dict[str, JSON] = {}
+    count = metadata.get("_redaction_count")
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        record["_redaction_count"] = count
+    kinds = metadata.get("_redaction_types")
+    if isinstance(kinds, list) and all(isinstance(kind, str) for kind in kinds):
+        record["_redaction_types"] = kinds
+    return record
 
 
 def to_store(memory: Memory, *, agent: str) -> tuple[dict[str, JSON], dict[str, JSON]]:
     """The `(value, metadata)` a store keeps for `memory`; `agent` is the owning scope's agent
     (`"shared"` for the project scope)."""
-    metadata = check_user_metadata(memory.metadata)
+    metadata = check_user_metadata(memory.metadata, redaction=True)
     metadata.update(
         {
             "memory_type": memory.memory_type.value,
@@ -446,9 +520,7 @@ def from_store(
         for k, v in metadata.items()
         if k not in RESERVED_METADATA_KEYS and k not in LAYER_KEYS and not k.startswith("_animus")
     }
-    for name in REDACTION_KEYS:
-        if name in metadata:
-            user[name] = metadata[name]
+    user.update(redaction_record(metadata))
     fields: dict[str, Any] = body or {}
     created = stored_time(value, "created_at") or created_at or utcnow()
     return Memory(

@@ -27,10 +27,16 @@ class TierPolicy:
     promote_after: int = 3
 
     def __post_init__(self) -> None:
-        if self.hot_idle <= timedelta(0) or self.warm_idle <= timedelta(0):
-            raise InvalidRequest("tier policy idle times must be positive timedeltas")
-        if self.promote_after < 1:
-            raise InvalidRequest(f"promote_after {self.promote_after!r} must be >= 1")
+        for name in ("hot_idle", "warm_idle"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta) or value <= timedelta(0):
+                raise InvalidRequest(
+                    f"tier policy {name} {value!r} must be a positive timedelta such as "
+                    "timedelta(days=1)"
+                )
+        count = self.promote_after
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidRequest(f"promote_after {count!r} must be an integer >= 1")
 
 
 def shifted(tier: MemoryTier, step: int) -> MemoryTier | None:

@@ -72,6 +72,8 @@ class ZepStore(BaseStore):
 
     Example:
         ```python
+        import os
+
         from animus_flows.protocol import Scope
         from animus_flows.stores.zep import ZepStore
 

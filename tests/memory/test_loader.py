@@ -267,6 +267,30 @@ def test_recent_memories_by_creation_time(store, loader):
     assert [m.content for m in loader.get_recent_memories("dev", 60, limit=1)] == ["today"]
     with pytest.raises(InvalidRequest, match="days 0 must be a number > 0"):
         loader.get_recent_memories("dev", 0)
+    # further back than the calendar goes: every memory is that recent
+    for days in (float("inf"), 10**9):
+        assert len(loader.get_recent_memories("dev", days)) == 3
+
+
+def test_bad_layers_and_timeouts_are_named(store, loader):
+    remember(store, "dev", "hot note", tier="hot")
+    with pytest.raises(
+        InvalidRequest, match=r"layers None must be a list of layers such as \(1, 2\)"
+    ):
+        loader.load_for_agent("dev", layers=None)
+    assert [m.content for m in loader.load_for_agent("dev", layers=1).memories] == ["hot note"]
+    assert [m.content for m in loader.load_for_agent("dev", layers="hot").memories] == ["hot note"]
+    for timeout in ("5", True, float("nan")):
+        with pytest.raises(InvalidRequest, match=f"timeout_ms {timeout!r} must be a number > 0"):
+            MemoryLoader(store, PROJECT, timeout_ms=timeout)
+
+
+def test_a_closed_loader_says_so(store):
+    loader = MemoryLoader(store, PROJECT)
+    loader.close()
+    with pytest.raises(RuntimeError, match="^MemoryLoader is closed; create a new one"):
+        loader.load_for_agent("dev")
+    loader.close()
 
 
 # -- privacy and egress, for every method ------------------------------------------------------
@@ -388,7 +412,7 @@ def test_the_timeout_is_configurable():
         assert loader.load_for_agent("dev").metrics.detail == "no answer within 20 ms"
     with MemoryLoader(SlowStore(delay=0.01), PROJECT, timeout_ms=None) as patient:
         assert patient.load_for_agent("dev").metrics.status == "ok"
-    with pytest.raises(InvalidRequest, match="timeout_ms 0 must be > 0"):
+    with pytest.raises(InvalidRequest, match="timeout_ms 0 must be a number > 0"):
         MemoryLoader(SlowStore(delay=0), PROJECT, timeout_ms=0)
 
 

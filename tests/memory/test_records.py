@@ -179,7 +179,10 @@ def test_the_caller_may_not_set_keys_the_layer_owns():
         check_user_metadata({"tier": "hot", "colour": "red"})
     with pytest.raises(InvalidRequest, match="_bucket are reserved"):
         check_user_metadata({"_bucket": "ab"})
-    assert check_user_metadata({"_redaction_count": 2}) == {"_redaction_count": 2}
+    # the redaction record is the layer's: refused from callers, kept on its own writes
+    with pytest.raises(InvalidRequest, match="_redaction_count are reserved.*rename the key"):
+        check_user_metadata({"_redaction_count": 2})
+    assert check_user_metadata({"_redaction_count": 2}, redaction=True) == {"_redaction_count": 2}
 
 
 def test_filters_match_items_that_omit_a_key_with_the_default_value():

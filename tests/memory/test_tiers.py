@@ -62,7 +62,14 @@ def test_review_moves_stale_memories_down_and_busy_ones_up(tier, fields, expecte
 
 
 def test_tier_policy_is_validated():
-    with pytest.raises(InvalidRequest, match="promote_after 0 must be >= 1"):
+    with pytest.raises(InvalidRequest, match="promote_after 0 must be an integer >= 1"):
         TierPolicy(promote_after=0)
-    with pytest.raises(InvalidRequest, match="idle times must be positive"):
+    with pytest.raises(InvalidRequest, match="promote_after True must be an integer"):
+        TierPolicy(promote_after=True)
+    with pytest.raises(InvalidRequest, match="hot_idle .* must be a positive timedelta"):
         TierPolicy(hot_idle=timedelta(0))
+    # not a timedelta at all: named, not a TypeError from comparing it
+    with pytest.raises(InvalidRequest, match="hot_idle 5 must be a positive timedelta"):
+        TierPolicy(hot_idle=5)
+    with pytest.raises(InvalidRequest, match="warm_idle None must be a positive timedelta"):
+        TierPolicy(warm_idle=None)
