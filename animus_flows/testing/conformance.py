@@ -14,7 +14,7 @@ pytest runs every check against it::
 Async-indexed stores override `eventually_consistent` to wait until writes are searchable.
 Tests of optional capabilities skip when the store's flag is off, and tests of the optional
 in-process extensions (`KeyPrefixReads`, `BatchedKeyReads`) when the store does not offer them.
-Needs pytest-asyncio.
+Needs pytest and pytest-asyncio (`pip install pytest pytest-asyncio`), in any asyncio mode.
 """
 
 from __future__ import annotations
@@ -22,8 +22,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-import pytest_asyncio
+try:
+    import pytest
+    import pytest_asyncio
+except ImportError as exc:  # the test tools are not dependencies of the package
+    raise ModuleNotFoundError(
+        f"the conformance suite needs pytest and pytest-asyncio, and {exc.name} is not "
+        "installed: pip install pytest pytest-asyncio",
+        name=exc.name,
+    ) from exc
 
 from animus_flows.errors import InvalidRequest, InvalidScope
 from animus_flows.protocol import (
@@ -74,6 +81,10 @@ JSON_VALUES = [
 
 class StoreConformance:
     """Checks of the memory-store protocol; inherit and provide a `store` fixture."""
+
+    # Every check is a coroutine: marked here, they run under pytest-asyncio's default strict
+    # mode too, without the `asyncio_mode = "auto"` setting of this repository.
+    pytestmark = pytest.mark.asyncio
 
     @pytest.fixture
     def store(self) -> MemoryStore:

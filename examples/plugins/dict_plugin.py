@@ -168,14 +168,38 @@ def matches(metadata, filters):
     return True
 
 
+# Each method's params: (required, optional). Anything else is refused with -32602, so a host
+# never mistakes a param this plugin ignores for one it honours.
+METHODS = {
+    "initialize": ((), ("protocol_version", "host")),
+    "memory/put": (("scope", "key", "value"), ("metadata", "ttl_seconds")),
+    "memory/get": (("scope", "key"), ()),
+    "memory/query": (("scope", "text"), ("top_k", "filters")),
+    "memory/list_scopes": ((), ("project_id", "cursor", "limit")),
+    "memory/delete_scope": (("scope",), ()),
+}
+
+
 def read_scope(params):
-    scope = params.get("scope")
+    scope = params["scope"]
     if not isinstance(scope, dict) or not isinstance(scope.get("project_id"), str):
         raise ParamError("scope must be an object with a string project_id")
     return (scope["project_id"], scope.get("agent_id"), scope.get("task_id"))
 
 
 def call(store, method, params):
+    if method not in METHODS:
+        raise UnknownMethod(method)
+    required, optional = METHODS[method]
+    unknown = sorted(set(params) - set(required) - set(optional))
+    if unknown:
+        takes = ", ".join(required + optional)
+        raise ParamError(f"{method}: unknown param(s) {', '.join(unknown)}; it takes {takes}")
+    missing = [name for name in required if name not in params]
+    if missing:
+        raise ParamError(f"{method}: missing param(s) {', '.join(missing)}")
+    # An optional param sent as null means "the default".
+    params = {name: v for name, v in params.items() if v is not None or name in required}
     if method == "initialize":
         return {
             "protocol_version": PROTOCOL_VERSION,
@@ -189,21 +213,17 @@ def call(store, method, params):
     scope = read_scope(params)
     if method == "memory/delete_scope":
         return store.delete_scope(scope)
-    if method in ("memory/put", "memory/get") and not isinstance(params.get("key"), str):
+    if method in ("memory/put", "memory/get") and not isinstance(params["key"], str):
         raise ParamError("key must be a string")
     if method == "memory/put":
-        if "value" not in params:
-            raise ParamError("value is missing")
         return store.put(
             scope, params["key"], params["value"], params.get("metadata"), params.get("ttl_seconds")
         )
     if method == "memory/get":
         return store.get(scope, params["key"])
-    if method == "memory/query":
-        if not isinstance(params.get("text"), str):
-            raise ParamError("text must be a string")
-        return store.query(scope, params["text"], params.get("top_k", 8), params.get("filters"))
-    raise UnknownMethod(method)
+    if not isinstance(params["text"], str):  # memory/query
+        raise ParamError("text must be a string")
+    return store.query(scope, params["text"], params.get("top_k", 8), params.get("filters"))
 
 
 def answer(store, line):
