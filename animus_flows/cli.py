@@ -94,8 +94,10 @@ def _parse_json(flag: str, text: str, *, want_object: bool = False) -> Any:
             f"""quote text as JSON, e.g. {flag} '"hello"'"""
         ) from None
     except RecursionError:
+        from animus_flows.protocol import shown_head
+
         raise ConfigError(
-            f"{flag} {text[:20]!r}... is JSON nested too deeply to read; pass flatter JSON"
+            f"{flag} {shown_head(text, 20)} is JSON nested too deeply to read; pass flatter JSON"
         ) from None
     if want_object and not isinstance(value, dict):
         raise ConfigError(f"{flag} {text!r} must be a JSON object, e.g. {flag} '{{\"k\": 1}}'")

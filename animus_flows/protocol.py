@@ -43,6 +43,10 @@ RESERVED_METADATA_KEYS = frozenset(
     }
 )
 
+#: Metadata keys starting with this belong to the store machinery (the expiry of an item whose
+#: store has no native TTL travels in `_animus_expires_at`): a caller's write of one is refused.
+HOST_METADATA_PREFIX = "_animus_"
+
 MAX_ID_LENGTH = 256
 MAX_KEY_LENGTH = 1024
 #: The longest TTL a store accepts: 100 years (of 365.25 days). Longer ones overflow dates;
@@ -64,18 +68,47 @@ def _check_id(name: str, value: object, *, required: bool) -> None:
         raise InvalidScope(f"scope {name} is empty; pass a non-empty string or omit it")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidScope(
-            f"scope {name} {value[:40]!r}... is {len(value)} characters; "
+            f"scope {name} {shown_head(value)} is {len(value)} characters; "
             f"use at most {MAX_ID_LENGTH}"
         )
     if "\x00" in value:
         raise InvalidScope(f"scope {name} {value!r} contains a NUL character; remove it")
+    check_unicode(f"scope {name} {value!r}", value, InvalidScope)
+
+
+def shown_head(text: str, limit: int = 40) -> str:
+    """`text` quoted for a message: its first `limit` characters, secrets redacted before the
+    cut (a cut secret no longer looks like one), and `...` when there is more."""
+    # Imported here: redaction imports this module.
+    from animus_flows.redaction import redact_head
+
+    shown = repr(redact_head(text, limit))
+    return shown + "..." if len(text) > limit else shown
+
+
+def check_unicode(name: str, text: str, error: type[InvalidRequest] = InvalidRequest) -> None:
+    """Refuse `text` unless it is valid Unicode, with `error` naming `name`.
+
+    A lone surrogate (what Python makes of the JSON escape `"\\ud800"`) has no UTF-8 form: no
+    store can keep it, nor send it over the wire. Cheap for ASCII text, the usual case.
+    """
+    if text.isascii():
+        return
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise error(
+            f"{name} contains the lone surrogate {text[exc.start]!r}, which is not valid "
+            "Unicode; pass valid UTF-8 text"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
 class Scope:
     """Where an item lives: a project, optionally narrowed to an agent and/or a task.
 
-    Ids are opaque strings: any character but NUL, 1 to 256 characters long.
+    Ids are opaque strings of 1 to 256 characters: any character but NUL, in valid Unicode
+    (no lone surrogate, which has no UTF-8 form).
     """
 
     project_id: str
@@ -267,7 +300,10 @@ class MemoryStore(Protocol):
     """The five async operations every memory store offers, plus its capabilities.
 
     `put`, `get`, `query` and `delete_scope` act on exactly one scope. Expired items are never
-    returned. Query scores are in [0, 1], higher is better, best first.
+    returned. Query scores are in [0, 1], higher is better, best first. Values and metadata
+    are JSON, as `put`'s item shows (a tuple comes back a list, `{1: "a"}` as `{"1": "a"}`);
+    text anywhere must be valid Unicode, and metadata keys starting with
+    `HOST_METADATA_PREFIX` are the store machinery's, refused from callers.
     """
 
     capabilities: Capabilities
@@ -391,9 +427,12 @@ def check_filters(filters: object) -> dict[str, JSON] | None:
     for name, wanted in filters.items():
         if not isinstance(name, str) or not name:
             raise InvalidRequest(f"filter key {name!r} must be a non-empty string")
+        check_unicode(f"filter key {name!r}", name)
         for option in wanted if isinstance(wanted, list) else [wanted]:
             if not (option is None or isinstance(option, (str, int, float, bool))):
                 raise InvalidRequest(
                     f"filter {name}={wanted!r} must be a scalar or a list of scalars"
                 )
+            if isinstance(option, str):
+                check_unicode(f"filter {name}={option!r}", option)
     return dict(filters)

@@ -168,6 +168,26 @@ def test_ttl_flag_sets_expiry(project):
             "no workflow file nope.yaml",
         ),
         (["memory", "list-scopes", "--cursor", "bogus"], 2, "cursor 'bogus' was not returned"),
+        (["memory", "list-scopes", "--cursor", "²"], 2, "cursor '²' was not returned"),
+        (["memory", "list-scopes", "--cursor", "9" * 23], 2, f"cursor '{'9' * 23}' was not"),
+        (
+            [*PUT, "--value", '"v"', "--metadata", '{"_animus_expires_at": "not-a-date"}'],
+            2,
+            "metadata key '_animus_expires_at' is reserved: keys starting with '_animus_' "
+            "belong to the store machinery; pass ttl_seconds= instead",
+        ),
+        (
+            [*PUT, "--value", '{"text": "a lone \\ud800"}'],
+            2,
+            "error: value contains the lone surrogate '\\ud800', which is not valid Unicode; "
+            "pass valid UTF-8 text\n",
+        ),
+        (
+            # the quoted head is cut inside the key: it is redacted before the cut
+            [*PUT, "--value", '{"AKIAIOSFODNN7EXAMPLE": ' + DEEP + "}"],
+            2,
+            """--value '{"[REDACTED:aws_acce'... is JSON nested too deeply to read""",
+        ),
         (
             ["memory", "query", "--scope", "project", "--query", "x", "--top-k", "0"],
             2,

@@ -154,6 +154,12 @@ def test_import_reads_stdin(project):
             "memories[0]: tier 'tepid' is not one of hot, warm, cold",
         ),
         pytest.param(
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "a lone \\ud800"}]',
+            "value contains the lone surrogate '\\ud800', which is not valid Unicode; "
+            "pass valid UTF-8 text",
+            id="a-lone-surrogate",
+        ),
+        pytest.param(
             "[" * 100_000 + "]" * 100_000,
             "import data is not a memory export (JSON nested too deeply to read)",
             id="nested-too-deeply",

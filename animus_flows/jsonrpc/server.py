@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from animus_flows.errors import AnimusError
+from animus_flows.errors import AnimusError, InvalidRequest
 from animus_flows.jsonrpc import codec
 from animus_flows.jsonrpc.stdio import FdReader, FdWriter, claim_stdout
 from animus_flows.protocol import (
@@ -27,7 +28,10 @@ from animus_flows.protocol import (
     METHOD_PUT,
     METHOD_QUERY,
     MemoryStore,
+    shown_head,
+    utcnow,
 )
+from animus_flows.stores.base import EXPIRES_KEY, parse_expiry
 
 log = logging.getLogger("animus_flows.jsonrpc.server")
 
@@ -140,7 +144,7 @@ class PluginServer:
         return codec.initialize_result(self.plugin_id, self.store.capabilities)
 
     async def _put(self, **arguments: Any) -> JSON:
-        return (await self.store.put(**arguments)).to_json()
+        return (await self.store.put(**host_expiry_as_ttl(arguments))).to_json()
 
     async def _get(self, **arguments: Any) -> JSON:
         item = await self.store.get(**arguments)
@@ -186,6 +190,32 @@ class PluginServer:
             start(last)
         if in_flight:
             await asyncio.gather(*in_flight)
+
+
+def host_expiry_as_ttl(arguments: dict[str, Any]) -> dict[str, Any]:
+    """`memory/put` arguments with a host's emulated expiry turned into `ttl_seconds`.
+
+    A host emulates TTL for a plugin without `native_ttl` (a served Zep store, say) by sending
+    the expiry in the metadata key `_animus_expires_at`, which the served store refuses from a
+    caller: it takes the TTL as `ttl_seconds` and keeps the expiry its own way.
+    """
+    metadata = arguments.get("metadata")
+    if (
+        not isinstance(metadata, dict)
+        or EXPIRES_KEY not in metadata
+        or arguments.get("ttl_seconds") is not None
+    ):
+        return arguments
+    expires_at = parse_expiry(metadata[EXPIRES_KEY])
+    if expires_at is None:
+        raise InvalidRequest(
+            f"metadata {EXPIRES_KEY} {shown_head(str(metadata[EXPIRES_KEY]))} is not an "
+            "ISO 8601 date; send an expiry with a UTC offset, or ttl_seconds"
+        )
+    seconds = math.ceil((expires_at - utcnow()).total_seconds())
+    rest = {name: value for name, value in metadata.items() if name != EXPIRES_KEY}
+    # an expiry already past keeps the item for the shortest TTL there is
+    return {**arguments, "metadata": rest, "ttl_seconds": max(1, seconds)}
 
 
 async def serve_fds(store: MemoryStore, plugin_id: str, in_fd: int, out_fd: int) -> None:

@@ -7,14 +7,17 @@ store's capability and normalizes scores; backends fill in `_put`, `_get`, `_que
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from animus_flows.errors import InvalidRequest, InvalidScope
 from animus_flows.protocol import (
+    HOST_METADATA_PREFIX,
     JSON,
     MAX_KEY_LENGTH,
     MAX_TTL_SECONDS,
@@ -26,13 +29,19 @@ from animus_flows.protocol import (
     ScopePage,
     canonical_json,
     check_filters,
+    check_unicode,
+    shown_head,
     utcnow,
 )
 from animus_flows.sync import LoopRunner
 
+log = logging.getLogger("animus_flows.stores")
+
 #: Where TTL is emulated, the expiry travels in this metadata key and is stripped on the way out.
-EXPIRES_KEY = "_animus_expires_at"
+EXPIRES_KEY = HOST_METADATA_PREFIX + "expires_at"
 MAX_LIST_LIMIT = 1000
+#: The largest position a numeric cursor names: SQLite's largest integer.
+MAX_CURSOR = 2**63 - 1
 
 #: One write for `put_many`: scope, key, value and metadata (or None).
 PutEntry = tuple[Scope, str, JSON, "dict[str, JSON] | None"]
@@ -49,32 +58,118 @@ def check_key(key: object) -> str:
         raise InvalidRequest(f"key {key!r} must be a non-empty string")
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidRequest(
-            f"key {key[:40]!r}... is {len(key)} characters; use at most {MAX_KEY_LENGTH}"
+            f"key {shown_head(key)} is {len(key)} characters; use at most {MAX_KEY_LENGTH}"
         )
     if "\x00" in key:
         raise InvalidRequest(f"key {key!r} contains a NUL character; remove it")
+    check_unicode(f"key {shown_head(key)}", key)
     return key
 
 
 def encode_json(name: str, value: object) -> str:
-    """`value`'s canonical JSON; InvalidRequest naming `name` when it is not JSON data."""
+    """`value`'s canonical JSON; InvalidRequest naming `name` when it is not JSON data (or
+    holds a string that is not valid Unicode, anywhere inside it)."""
     try:
-        return canonical_json(value)  # type: ignore[arg-type]
+        text = canonical_json(value)  # type: ignore[arg-type]
     except (TypeError, ValueError, RecursionError) as exc:
+        key = _mixed_key(value) if isinstance(exc, TypeError) else None
+        if key is not None:  # sorting keys failed: "'<' not supported" would say nothing
+            raise InvalidRequest(
+                f"{name} has an object with the {type(key).__name__} key {key!r} beside string "
+                f"keys; JSON object keys are strings: pass {str(key)!r}"
+            ) from None
         raise InvalidRequest(f"{name} is not JSON-serializable ({exc}); pass JSON data") from None
+    check_unicode(name, text)  # one pass over the text checks every string and object key
+    return text
+
+
+def _mixed_key(value: object) -> object | None:
+    """A non-string key of an object in `value` that also has string keys, if any."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            odd = [key for key in item if not isinstance(key, str)]
+            if odd and len(odd) < len(item):
+                return odd[0]
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
 
 
 def check_json(name: str, value: object) -> None:
     encode_json(name, value)
 
 
+def stored_json(name: str, value: object) -> JSON:
+    """`value` as a store keeps it, decoded from its canonical JSON: a tuple is a list and a
+    non-string object key its JSON string (`{1: "a"}` is `{"1": "a"}`), as `get` returns it."""
+    return json.loads(encode_json(name, value))
+
+
 def metadata_object(metadata: object) -> dict[str, JSON]:
-    """`metadata` itself when it is an object with string keys (None is `{}`), else refused."""
+    """A caller's `metadata` itself when it is an object with string keys (None is `{}`), none
+    of them reserved for the store machinery; else refused."""
     if metadata is None:
         return {}
     if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
         raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
+    for name in metadata:
+        if name.startswith(HOST_METADATA_PREFIX):
+            # An expiry the caller wrote would be read as the store's own (or fail to parse).
+            fix = "pass ttl_seconds= instead" if name == EXPIRES_KEY else "rename it"
+            raise InvalidRequest(
+                f"metadata key {shown_head(name)} is reserved: keys starting with "
+                f"{HOST_METADATA_PREFIX!r} belong to the store machinery; {fix}"
+            )
     return metadata
+
+
+def stored_expiry(raw: object, scope: Scope, key: str) -> datetime | None:
+    """The moment an item kept in `EXPIRES_KEY` expires (UTC when it names no offset).
+
+    A value that is no ISO 8601 date (written by another tool into a plugin's store, say) is
+    logged and read as no expiry: one bad item must not make its whole scope unreadable.
+    """
+    moment = parse_expiry(raw)
+    if moment is None:
+        log.warning(
+            "item %s in %s has %s %s, not an ISO 8601 date; reading it as not expiring",
+            shown_head(key),
+            scope,
+            EXPIRES_KEY,
+            shown_head(str(raw)),
+        )
+        return None
+    return moment
+
+
+def parse_expiry(raw: object) -> datetime | None:
+    """`raw` read as the moment an item expires: an ISO 8601 string (UTC when it names no
+    offset); None when it is not one."""
+    try:
+        moment = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    if moment is None or moment.tzinfo:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def numeric_cursor(cursor: str | None) -> int:
+    """The position a store's cursor of digits names (0 for the first page); InvalidRequest
+    for any other string, which the store cannot have returned."""
+    if cursor is None:
+        return 0
+    # ASCII digits only ("²" passes isdigit but not int()); the length bounds int()'s work
+    if cursor.isascii() and cursor.isdecimal() and len(cursor) <= len(str(MAX_CURSOR)):
+        position = int(cursor)
+        if position <= MAX_CURSOR:
+            return position
+    raise InvalidRequest(
+        f"cursor {shown_head(cursor)} was not returned by this store; pass next_cursor unchanged"
+    )
 
 
 def clamp_score(score: float) -> float:
@@ -106,7 +201,8 @@ class BaseStore(ABC):
         await self._ready()
         check_scope(scope)
         check_key(key)
-        check_json("value", value)
+        # the item returned holds what `get` will: the value and metadata as JSON keeps them
+        value = stored_json("value", value)
         metadata = self._check_metadata(metadata)
         expires_at = self._expiry(ttl_seconds)
         if expires_at is not None and not self.capabilities.native_ttl:
@@ -136,6 +232,7 @@ class BaseStore(ABC):
         check_scope(scope)
         if not isinstance(text, str):
             raise InvalidRequest(f"query text {text!r} must be a string")
+        check_unicode("query text", text)
         top_k = self.clamp_top_k(top_k)
         filters = check_filters(filters)
         fetch = top_k
@@ -149,7 +246,8 @@ class BaseStore(ABC):
             metadata = hit.metadata
             if EXPIRES_KEY in metadata:
                 metadata = dict(metadata)
-                if datetime.fromisoformat(str(metadata.pop(EXPIRES_KEY))) <= now:
+                expires_at = stored_expiry(metadata.pop(EXPIRES_KEY), scope, hit.key)
+                if expires_at is not None and expires_at <= now:
                     continue
             kept.append(QueryHit(hit.key, hit.value, clamp_score(hit.score), metadata))
         kept.sort(key=lambda hit: hit.score, reverse=True)
@@ -163,6 +261,8 @@ class BaseStore(ABC):
             Scope(project_id)  # validates the id
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidRequest(f"cursor {cursor!r} must be a string from a previous page")
+        if cursor is not None:
+            check_unicode(f"cursor {shown_head(cursor)}", cursor)
         if (
             not isinstance(limit, int)
             or isinstance(limit, bool)
@@ -222,9 +322,7 @@ class BaseStore(ABC):
 
     @staticmethod
     def _check_metadata(metadata: object) -> dict[str, JSON]:
-        metadata = metadata_object(metadata)
-        check_json("metadata", metadata)
-        return dict(metadata)
+        return stored_json("metadata", metadata_object(metadata))
 
     @staticmethod
     def _expiry(ttl_seconds: object) -> datetime | None:
@@ -244,7 +342,8 @@ class BaseStore(ABC):
         if EXPIRES_KEY not in item.metadata:
             return item
         metadata = dict(item.metadata)
-        expires_at = datetime.fromisoformat(str(metadata.pop(EXPIRES_KEY)))
+        expires_at = stored_expiry(metadata.pop(EXPIRES_KEY), item.scope, item.key)
+        expires_at = expires_at or item.expires_at
         return MemoryItem(
             item.scope, item.key, item.value, metadata, item.created_at, item.updated_at, expires_at
         )

@@ -48,6 +48,7 @@ from animus_flows.stores.base import (
     check_scope,
     encode_json,
     metadata_object,
+    numeric_cursor,
 )
 from animus_flows.stores.text import query_groups, spaced_words
 
@@ -916,11 +917,7 @@ class SQLiteStore(BaseStore):
     async def _list_scopes(
         self, project_id: str | None, cursor: str | None, limit: int
     ) -> ScopePage:
-        if cursor is not None and not cursor.isdigit():
-            raise InvalidRequest(
-                f"cursor {cursor!r} was not returned by this store; pass next_cursor unchanged"
-            )
-        after = int(cursor) if cursor is not None else 0
+        after = numeric_cursor(cursor)
 
         def list_scopes(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             project_clause = "" if project_id is None else " AND s.project_id = ?"

@@ -24,7 +24,7 @@ from animus_flows.protocol import (
     indexed_text,
     utcnow,
 )
-from animus_flows.stores.base import EXPIRES_KEY
+from animus_flows.stores.base import EXPIRES_KEY, numeric_cursor, stored_expiry
 
 SCHEMA = 1
 ROLE = "animus-memory"
@@ -130,8 +130,10 @@ class Version:
         return self.item.key
 
     def expired(self, now: datetime | None = None) -> bool:
-        expires = self.item.metadata.get(EXPIRES_KEY)
-        return expires is not None and datetime.fromisoformat(str(expires)) <= (now or utcnow())
+        if EXPIRES_KEY not in self.item.metadata:
+            return False
+        expires = stored_expiry(self.item.metadata[EXPIRES_KEY], self.item.scope, self.key)
+        return expires is not None and expires <= (now or utcnow())
 
 
 def read_version(
@@ -198,10 +200,4 @@ def hits(
 
 def parse_cursor(cursor: str | None) -> int:
     """The position in Zep's session list where the next `list_scopes` page starts."""
-    if cursor is None:
-        return 0
-    if not cursor.isdigit():
-        raise InvalidRequest(
-            f"cursor {cursor!r} was not returned by this store; pass next_cursor unchanged"
-        )
-    return int(cursor)
+    return numeric_cursor(cursor)

@@ -34,6 +34,7 @@ except ImportError as exc:  # the test tools are not dependencies of the package
 
 from animus_flows.errors import InvalidRequest, InvalidScope
 from animus_flows.protocol import (
+    HOST_METADATA_PREFIX,
     MAX_TTL_SECONDS,
     BatchedKeyReads,
     KeyPrefixReads,
@@ -77,6 +78,9 @@ JSON_VALUES = [
     None,
     "ünïcødé ✓ 東京",
 ]
+
+#: A secret in a shape the redaction patterns know, to check messages never quote it.
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 
 
 class StoreConformance:
@@ -159,6 +163,81 @@ class StoreConformance:
         with pytest.raises(InvalidRequest):
             await s.put(Scope("conformance"), "k", float("nan"))
         assert await s.get(Scope("conformance"), "k") is None
+
+    async def test_values_come_back_as_json_keeps_them(self, s: MemoryStore) -> None:
+        # JSON has arrays and string-keyed objects only: the item `put` returns holds what
+        # `get` reads back, not the tuple or the integer key that went in.
+        scope = Scope("conformance")
+        put = await s.put(scope, "k", [{1: "a", 2: None}, (1, (2,))], metadata={"m": (1, 2)})
+        got = await s.get(scope, "k")
+        assert got is not None
+        assert put.value == got.value == [{"1": "a", "2": None}, [1, [2]]]
+        assert put.metadata == got.metadata == {"m": [1, 2]}
+
+    async def test_mixed_object_keys_are_refused_by_name(self, s: MemoryStore) -> None:
+        with pytest.raises(InvalidRequest, match="int key 1 beside string keys"):
+            await s.put(Scope("conformance"), "k", {"a": [{1: "x", "b": 2}]})
+        assert await s.get(Scope("conformance"), "k") is None
+
+    async def test_host_metadata_keys_are_refused_before_anything_is_stored(
+        self, s: MemoryStore
+    ) -> None:
+        scope = Scope("conformance")
+        await s.put(scope, "k", "kept", metadata={"v": 1})
+        for name, fix in [
+            (f"{HOST_METADATA_PREFIX}expires_at", "pass ttl_seconds= instead"),
+            (f"{HOST_METADATA_PREFIX}anything", "rename it"),
+        ]:
+            for key in ("k", "new"):
+                with pytest.raises(InvalidRequest, match="is reserved") as refused:
+                    await s.put(scope, key, f"ghp_{'A1b2' * 9}", metadata={name: "not-a-date"})
+                assert repr(name) in str(refused.value) and fix in str(refused.value)
+        await self.eventually_consistent(s)
+        # nothing was written: the scope reads as before
+        got = await s.get(scope, "k")
+        assert got is not None and (got.value, got.metadata) == ("kept", {"v": 1})
+        assert await s.get(scope, "new") is None
+        assert [hit.key for hit in await s.query(scope, "")] == ["k"]
+
+    async def test_long_keys_and_ids_are_quoted_with_secrets_redacted(self, s: MemoryStore) -> None:
+        # The quoted head ends inside the key: cut first, it would no longer look like one.
+        long = "x" * 30 + "/" + AWS_KEY + "/" + "y" * 1100
+        with pytest.raises(InvalidRequest, match="1152 characters") as refused:
+            await s.put(Scope("conformance"), long, "v")
+        assert AWS_KEY[:4] not in str(refused.value)
+        with pytest.raises(InvalidScope, match="352 characters") as refused:
+            Scope(long[:352])
+        assert AWS_KEY[:4] not in str(refused.value)
+
+    async def test_text_that_is_not_valid_unicode_is_refused(self, s: MemoryStore) -> None:
+        # A lone surrogate: what Python reads from the JSON escape "\ud800"; no UTF-8 form.
+        lone = "\ud800"
+        scope = Scope("conformance")
+        for ids in ({"project_id": lone}, {"project_id": "p", "task_id": f"t{lone}"}):
+            with pytest.raises(InvalidScope, match="pass valid UTF-8 text"):
+                Scope(**ids)
+        writes: list[dict[str, Any]] = [
+            {"key": f"k{lone}", "value": "v"},
+            {"key": "k", "value": lone},
+            {"key": "k", "value": {"nested": ["ok", f"x{lone}"]}},
+            {"key": "k", "value": {lone: 1}},
+            {"key": "k", "value": "v", "metadata": {"m": lone}},
+            {"key": "k", "value": "v", "metadata": {lone: "m"}},
+        ]
+        for write in writes:
+            with pytest.raises(InvalidRequest, match="pass valid UTF-8 text"):
+                await s.put(scope, **write)
+        with pytest.raises(InvalidRequest, match="pass valid UTF-8 text"):
+            await s.get(scope, lone)
+        with pytest.raises(InvalidRequest, match="pass valid UTF-8 text"):
+            await s.query(scope, f"walrus {lone}")
+        with pytest.raises(InvalidRequest, match="pass valid UTF-8 text"):
+            await s.query(scope, "walrus", filters={"tags": ["x", lone]})
+        with pytest.raises(InvalidScope, match="pass valid UTF-8 text"):
+            await s.list_scopes(project_id=lone)
+        # nothing was written, and the scope reads as usual
+        assert await s.get(scope, "k") is None
+        assert await s.query(scope, "") == []
 
     async def test_invalid_scopes_are_refused(self, s: MemoryStore) -> None:
         for bad in ({"project_id": ""}, {"project_id": "p", "agent_id": ""}):
@@ -345,6 +424,18 @@ class StoreConformance:
         for limit in (0, 100_000):
             with pytest.raises(InvalidRequest):
                 await s.list_scopes(limit=limit)
+        await s.put(Scope("paged"), "k", "v")
+        # "²" is a digit to str.isdigit, not to int()
+        for cursor in ("bogus", "²", "-1", "1.5", "\ud800"):
+            with pytest.raises(InvalidRequest):
+                await s.list_scopes(cursor=cursor)
+        # a number no page ended at: refused, or read as past the last page
+        try:
+            page = await s.list_scopes(cursor="9" * 23)
+        except InvalidRequest:
+            pass
+        else:
+            assert page.scopes == [] and page.next_cursor is None
 
     # -- delete_scope ---------------------------------------------------------------------
 

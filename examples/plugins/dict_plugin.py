@@ -111,7 +111,11 @@ class Store:
         )
         if project_id is not None:
             scopes = [scope for scope in scopes if scope[0] == project_id]
-        if cursor is not None and not (isinstance(cursor, str) and cursor.isdigit()):
+        # Cursors are positions we wrote: ASCII digits ("²" passes isdigit but not int()),
+        # short enough for int() to read.
+        if cursor is not None and not (
+            isinstance(cursor, str) and cursor.isascii() and cursor.isdigit() and len(cursor) < 19
+        ):
             raise ParamError(f"cursor {cursor!r} was not returned by this plugin")
         start = int(cursor) if cursor else 0
         page = scopes[start : start + limit]

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from animus_flows.jsonrpc import codec
 from animus_flows.jsonrpc.server import PluginServer
 from animus_flows.protocol import MAX_TTL_SECONDS, Scope
 from animus_flows.stores import SQLiteStore
+from animus_flows.stores.base import EXPIRES_KEY
+from animus_flows.stores.zep import ZepStore
 
 WORKFLOW = """\
 version: 1
@@ -289,3 +292,58 @@ async def test_an_id_that_is_not_valid_unicode_still_gets_an_answer(tmp_path):
     error = json.loads(await server.answer(line))
     assert error["id"] is None and error["error"]["code"] == codec.INVALID_REQUEST
     await server.store.aclose()
+
+
+async def test_reserved_keys_bad_text_and_bad_cursors_are_invalid_params(tmp_path):
+    server = PluginServer(SQLiteStore(tmp_path / "m.db"), "p")
+    scope = Scope("p").to_json()
+
+    async def error(**params):
+        method = params.pop("method", "memory/put")
+        answer = json.loads(await server.answer(rpc(1, method, **params).encode()))
+        assert answer["error"]["code"] == codec.INVALID_PARAMS
+        return answer["error"]["message"], answer["error"]["data"]["error"]
+
+    message, _ = await error(scope=scope, key="k", value="v", metadata={"_animus_x": 1})
+    assert message == (
+        "metadata key '_animus_x' is reserved: keys starting with '_animus_' belong to the "
+        "store machinery; rename it"
+    )
+    message, _ = await error(
+        scope=scope, key="k", value="v", metadata={EXPIRES_KEY: "ghp_" + "A1b2" * 9}
+    )
+    assert message == (
+        "metadata _animus_expires_at '[REDACTED:github_token]' is not an ISO 8601 date; "
+        "send an expiry with a UTC offset, or ttl_seconds"
+    )
+    # json.dumps writes the lone surrogate as the escape "\ud800"
+    assert "pass valid UTF-8 text" in (await error(scope=scope, key="k\ud800", value="v"))[0]
+    assert "pass valid UTF-8 text" in (await error(scope=scope, key="k", value=["\udfff"]))[0]
+    bad_scope = {"project_id": "p\ud800"}
+    assert (await error(method="memory/get", scope=bad_scope, key="k"))[1] == "InvalidScope"
+    for cursor in ("²", "9" * 23):
+        message, _ = await error(method="memory/list_scopes", cursor=cursor)
+        assert message.endswith("was not returned by this store; pass next_cursor unchanged")
+    line = rpc(9, "memory/query", scope=scope, text="")
+    assert json.loads(await server.answer(line.encode()))["result"] == {"hits": []}
+    await server.store.aclose()
+
+
+async def test_a_served_store_without_native_ttl_keeps_the_hosts_expiry(zep_fake):
+    # A host emulates TTL for a plugin without native_ttl: the expiry comes as metadata.
+    async with zep_fake.client() as client:
+        store = ZepStore(zep_fake.api_key, base_url=zep_fake.base_url, http_client=client)
+        server = PluginServer(store, "served-zep")
+        hello = json.loads(await server.answer(rpc(0, "initialize").encode()))
+        assert hello["result"]["capabilities"]["native_ttl"] is False
+        scope = Scope("p").to_json()
+        expires = datetime.now(UTC) + timedelta(hours=1)
+        metadata = {"v": 1, EXPIRES_KEY: expires.isoformat()}
+        line = rpc(1, "memory/put", scope=scope, key="k", value="walrus", metadata=metadata)
+        put = json.loads(await server.answer(line.encode()))["result"]
+        line = rpc(2, "memory/get", scope=scope, key="k")
+        got = json.loads(await server.answer(line.encode()))["result"]
+        for item in (put, got):
+            assert item["metadata"] == {"v": 1}
+            expires_at = datetime.fromisoformat(item["expires_at"])
+            assert timedelta(0) <= expires_at - expires < timedelta(seconds=5)

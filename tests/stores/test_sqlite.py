@@ -6,6 +6,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +17,7 @@ from animus_flows.degrade import run_degraded
 from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.protocol import Scope, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
+from animus_flows.stores.base import EXPIRES_KEY
 from animus_flows.stores.sqlite import (
     COUNT_BATCH,
     GET_MANY_BATCH,
@@ -774,3 +777,26 @@ def test_closing_the_sync_facade_inside_an_event_loop_names_the_fix(tmp_path):
 
     asyncio.run(inside())
     store.close()
+
+
+def test_an_expiry_written_by_another_tool_does_not_break_reads(tmp_path, caplog):
+    path, scope = tmp_path / "m.db", Scope("p")
+    with SyncStore(SQLiteStore(path)) as store:
+        for key in ("bad", "good", "gone"):
+            store.put(scope, key, f"walrus {key}", metadata={"v": 1})
+    # Another program edits the file: a token where the expiry goes, and a past date (no
+    # offset: UTC). Writes through the store refuse that key.
+    secret = "ghp_" + "A1b2" * 9
+    past = (datetime.now(UTC) - timedelta(minutes=1)).replace(tzinfo=None).isoformat()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for key, raw in (("bad", secret), ("gone", past)):
+            metadata = json.dumps({"v": 1, EXPIRES_KEY: raw})
+            conn.execute("UPDATE items SET metadata = ? WHERE key = ?", (metadata, key))
+    with SyncStore(SQLiteStore(path)) as store:
+        bad = store.get(scope, "bad")
+        assert bad is not None and bad.metadata == {"v": 1} and bad.expires_at is None
+        assert store.get(scope, "gone") is None
+        assert sorted(hit.key for hit in store.query(scope, "walrus")) == ["bad", "good"]
+        assert sorted(hit.key for hit in store.query(scope, "")) == ["bad", "good"]
+    assert "item 'bad' in project=p has _animus_expires_at" in caplog.text
+    assert "reading it as not expiring" in caplog.text and secret not in caplog.text

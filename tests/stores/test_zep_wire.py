@@ -129,9 +129,19 @@ def test_expiry_is_read_from_emulated_ttl_metadata():
     assert not version("k", "v", T0).expired()
 
 
+def test_an_expiry_that_is_no_date_is_read_as_none(caplog):
+    # written by another tool: the item must not make its whole scope unreadable
+    secret = "ghp_" + "A1b2" * 9
+    for raw in ("not-a-date", secret, 17, None):
+        assert not version("k", "v", T0, metadata={EXPIRES_KEY: raw}).expired()
+    assert "reading it as not expiring" in caplog.text and secret not in caplog.text
+    naive_past = (datetime.now(UTC) - timedelta(seconds=5)).replace(tzinfo=None).isoformat()
+    assert version("k", "v", T0, metadata={EXPIRES_KEY: naive_past}).expired()  # UTC
+
+
 def test_cursors_are_positions():
     assert wire.parse_cursor(None) == 0 and wire.parse_cursor("42") == 42
-    for bad in ("-1", "abc", "1.5", ""):
+    for bad in ("-1", "abc", "1.5", "", "²", "9" * 23, "9" * 5000):
         with pytest.raises(InvalidRequest, match="pass next_cursor unchanged"):
             wire.parse_cursor(bad)
 
