@@ -155,32 +155,37 @@ def plugins(tmp_path):
     return tmp_path
 
 
-def test_plugin_stderr_is_redacted_in_memory_get_and_preflight(plugins):
+@pytest.mark.parametrize(
+    "plugin,key,message",
+    [
+        (
+            "noisy",  # its stderr holds the key
+            PLUGIN_STDERR_KEY,
+            "error: plugin noisy exited with code 4; its stderr ended with: "
+            "'cannot log in with [REDACTED:anthropic_api_key]'",
+        ),
+        (
+            "chatty",  # it prints the key on stdout, where only protocol messages belong
+            PLUGIN_STDOUT_KEY,
+            "error: plugin chatty wrote 'token=[REDACTED:anthropic_api_key]' to stdout, which "
+            "is not a JSON-RPC response",
+        ),
+    ],
+)
+def test_plugin_output_is_redacted_in_memory_get(plugins, plugin, key, message):
     got = animus(
-        "memory", "get", "--plugin", "noisy", "--scope", "project", "--key", "k", cwd=plugins
+        "memory", "get", "--plugin", plugin, "--scope", "project", "--key", "k", cwd=plugins
     )
     assert got.returncode == 1, output(got)
-    assert PLUGIN_STDERR_KEY not in output(got)
-    assert got.stderr.startswith(
-        "error: plugin noisy exited with code 4; its stderr ended with: "
-        "'cannot log in with [REDACTED:anthropic_api_key]'"
-    )
+    assert key not in output(got)
+    assert got.stderr.startswith(message)
+
+
+def test_plugin_stderr_is_redacted_in_preflight(plugins):
     report = animus("preflight", "animus.yaml", cwd=plugins)
     assert report.returncode == 0, output(report)
     assert PLUGIN_STDERR_KEY not in output(report)
     assert "noisy (jsonrpc): UNREACHABLE: plugin noisy exited with code 4" in report.stdout
-
-
-def test_plugin_stdout_garbage_is_redacted_in_memory_get(plugins):
-    got = animus(
-        "memory", "get", "--plugin", "chatty", "--scope", "project", "--key", "k", cwd=plugins
-    )
-    assert got.returncode == 1, output(got)
-    assert PLUGIN_STDOUT_KEY not in output(got)
-    assert got.stderr.startswith(
-        "error: plugin chatty wrote 'token=[REDACTED:anthropic_api_key]' to stdout, which is not "
-        "a JSON-RPC response"
-    )
 
 
 def test_a_plugins_error_message_is_redacted_before_it_is_shortened():
