@@ -31,7 +31,6 @@ from animus_flows.hooks import BUILTIN_HOOKS
 from animus_flows.hooks.memory_bindings import PACK_STATE_KEY
 from animus_flows.phase import PhaseContext
 from animus_flows.plugins import PluginRegistry
-from animus_flows.redaction import redact_exception
 from animus_flows.runtime.artifacts import (
     artifact_key,
     budget_markdown,
@@ -39,7 +38,12 @@ from animus_flows.runtime.artifacts import (
     ops_table,
 )
 from animus_flows.runtime.loading import import_callable
-from animus_flows.runtime.runners import PhaseFailed, call_python_runner, run_command_runner
+from animus_flows.runtime.runners import (
+    PhaseFailed,
+    call_python_runner,
+    run_command_runner,
+    user_code_failed,
+)
 from animus_flows.runtime.sinks import Outbox, queue_markdown_artifact, queue_table_artifact
 
 logger = logging.getLogger("animus_flows.runtime")
@@ -59,6 +63,21 @@ class CompiledWorkflow:
     @property
     def phases(self) -> list[PhaseConfig]:
         return self.workflow.workflows[self.name].phases
+
+
+def check_takes_one_argument(target: Callable[..., Any], what: str, argument: str) -> None:
+    """Refuse, at load, a hook or runner that cannot be called with its one argument."""
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # some builtins have none: let the call decide
+        return
+    try:
+        signature.bind(argument)
+    except TypeError as exc:
+        raise ConfigError(
+            f"{what} cannot be called with one argument ({exc}); define it as "
+            f"`def {getattr(target, '__name__', 'function')}({argument}): ...`"
+        ) from None
 
 
 def pick_workflow(workflow: WorkflowFile, name: str | None) -> str:
@@ -88,27 +107,26 @@ def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> Compile
             raise unwritable_audit_path(audit_path, reason)
 
     def load(stage: str, names: list[str]) -> list[tuple[str, Hook]]:
-        return [
-            (
-                hook,
-                BUILTIN_HOOKS[hook]
-                if hook in BUILTIN_HOOKS
-                else import_callable(hook, workflow.base_dir, what=f"{stage} hook"),
-            )
-            for hook in names
-        ]
+        loaded = []
+        for hook in names:
+            if hook in BUILTIN_HOOKS:
+                loaded.append((hook, BUILTIN_HOOKS[hook]))
+                continue
+            target = import_callable(hook, workflow.base_dir, what=f"{stage} hook")
+            check_takes_one_argument(target, f"{stage} hook {hook!r}", "ctx")
+            loaded.append((hook, target))
+        return loaded
 
     runners: dict[str, Callable[..., Any] | CommandRunner] = {}
     for phase in workflow.workflows[name].phases:
         spec = workflow.agents[phase.agent].runner
         if phase.agent not in runners:
-            runners[phase.agent] = (
-                spec
-                if isinstance(spec, CommandRunner)
-                else import_callable(
-                    spec, workflow.base_dir, what=f"runner of agent {phase.agent!r}"
-                )
-            )
+            if isinstance(spec, CommandRunner):
+                runners[phase.agent] = spec
+                continue
+            what = f"runner of agent {phase.agent!r}"
+            runners[phase.agent] = import_callable(spec, workflow.base_dir, what=what)
+            check_takes_one_argument(runners[phase.agent], f"{what} {spec!r}", "contract")
     return CompiledWorkflow(
         workflow,
         name,
@@ -208,11 +226,10 @@ async def _call_hook(stage: str, name: str, hook: Hook, ctx: PhaseContext) -> No
         result = hook(ctx)
         if inspect.isawaitable(result):
             await result
-    except Exception as exc:
-        redact_exception(exc)  # it travels on as the cause, into Prefect's logs
-        raise PhaseFailed(
-            f"{stage} hook {name!r} failed in phase {ctx.phase.id!r}: {type(exc).__name__}: {exc}"
-        ) from exc
+    except PhaseFailed:
+        raise
+    except (Exception, SystemExit) as exc:  # SystemExit: user code calling sys.exit()
+        raise user_code_failed(f"{stage} hook {name!r}", ctx.phase.id, exc) from exc
 
 
 async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
@@ -247,8 +264,14 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         state.audit,
         state.plugins,
     )
+    counted = contract.prompt
     for name, hook in compiled.pre_hooks:
         await _call_hook("pre_phase", name, hook, ctx)
+    if contract.prompt != counted:  # a hook rewrote it: charge what the runner will get
+        grown = state.counter.count(contract.prompt) - state.counter.count(counted)
+        if grown > 0:
+            state.budget.deduct(phase.id, "prompt", grown, note="prompt grown by pre-phase hooks")
+            contract.budget = state.budget.snapshot(phase.id)
     runner = compiled.runners[phase.agent]
     async with state.sending():
         if isinstance(runner, CommandRunner):

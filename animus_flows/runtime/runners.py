@@ -16,6 +16,7 @@ from typing import Any
 from animus_flows.config.models import CommandRunner
 from animus_flows.contract import RuntimeContract
 from animus_flows.errors import AnimusError
+from animus_flows.protocol import canonical_json
 from animus_flows.redaction import redact, redact_exception
 
 STDERR_TAIL_CHARS = 2000
@@ -31,16 +32,32 @@ async def call_python_runner(
     """Call `runner(contract)`; a sync runner runs in a thread so the event loop stays free."""
     try:
         if inspect.iscoroutinefunction(runner):
-            return await runner(contract)
-        result = await asyncio.to_thread(runner, contract)
-        return await result if inspect.isawaitable(result) else result
+            output = await runner(contract)
+        else:
+            output = await asyncio.to_thread(runner, contract)
+            output = await output if inspect.isawaitable(output) else output
     except PhaseFailed:
         raise
-    except Exception as exc:
-        redact_exception(exc)  # it travels on as the cause, into Prefect's logs
+    except (Exception, SystemExit) as exc:  # SystemExit: user code calling sys.exit()
+        raise user_code_failed(f"runner {name!r}", contract.phase_id, exc) from exc
+    try:
+        canonical_json(output)
+    except (TypeError, ValueError) as exc:
         raise PhaseFailed(
-            f"runner {name!r} failed in phase {contract.phase_id!r}: {type(exc).__name__}: {exc}"
-        ) from exc
+            f"runner {name!r} returned {type(output).__name__} output in phase "
+            f"{contract.phase_id!r} that is not text or JSON data ({exc}); return a str, or "
+            "JSON data (dicts, lists, strings, finite numbers, booleans, None)"
+        ) from None
+    return output
+
+
+def user_code_failed(what: str, phase_id: str, exc: BaseException) -> PhaseFailed:
+    """The phase failure for an exception a runner or hook raised: one line naming it, with
+    the exception's message redacted in place too (it travels on as the failure's cause, which
+    Prefect logs whole)."""
+    redact_exception(exc)
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return PhaseFailed(f"{what} failed in phase {phase_id!r}: {type(exc).__name__}: {text}")
 
 
 def command_files(contract: RuntimeContract, folder: Path) -> dict[str, Path]:
@@ -96,7 +113,8 @@ async def run_command_runner(spec: CommandRunner, contract: RuntimeContract, cwd
             )
         except OSError as exc:
             raise PhaseFailed(
-                f"runner command {name!r} cannot start ({exc.strerror}); check `command:`"
+                f"runner command {name!r} cannot start in phase {contract.phase_id!r} "
+                f"({exc.strerror}); check the `command:` of agent {contract.agent_id!r}"
             ) from None
         try:
             async with asyncio.timeout(spec.timeout_s):

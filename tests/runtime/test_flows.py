@@ -15,6 +15,7 @@ from prefect.client.schemas.filters import (
 from prefect.events.filters import EventFilter, EventNameFilter, EventRelatedFilter
 
 from animus_flows import run_workflow, workflow_flow
+from animus_flows.budget import shared_counter
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import Scope
 from animus_flows.runtime.runners import PhaseFailed
@@ -201,6 +202,54 @@ async def test_a_failing_runner_fails_the_phase(tmp_path, workflow):
         await workflow_flow(wf, "research")(task_id="T")
 
 
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        (
+            "    raise SystemExit(3)",
+            "runner 'agent.py:run' failed in phase 'research': SystemExit: 3",
+        ),
+        (
+            "    raise ValueError('line one\\nline two')",
+            "runner 'agent.py:run' failed in phase 'research': ValueError: line one; line two$",
+        ),
+        (
+            "    return {'seen': {1, 2}}",
+            "runner 'agent.py:run' returned dict output in phase 'research' that is not text or "
+            "JSON data",
+        ),
+        ("    return {'ratio': float('nan')}", "returned dict output .* not text or JSON data"),
+    ],
+)
+async def test_a_runner_that_exits_or_returns_what_no_one_can_read_fails_its_phase(
+    tmp_path, workflow, body, message
+):
+    (tmp_path / "agent.py").write_text(f"def run(contract):\n{body}\n")
+    wf = _with(tmp_path, "  analyst:\n", "  analyst:\n    runner: agent.py:run\n")
+    with pytest.raises(PhaseFailed, match=message):
+        await workflow_flow(wf, "research")(task_id="T")
+
+
+async def test_a_hook_that_lengthens_the_prompt_is_charged_for_it(tmp_path, workflow):
+    (tmp_path / "guards.py").write_text(
+        "def pad(ctx):\n    ctx.contract.prompt += ' and more' * 100\n"
+    )
+    wf = _with(
+        tmp_path,
+        "    phases:\n",
+        "    hooks: {pre_phase: [memory_bindings, 'guards.py:pad'], post_phase: []}\n    phases:\n",
+    )
+    summary = await workflow_flow(wf, "research")(task_id="T")
+    counter = shared_counter()
+    prompt = summary["phases"][0]["output"].split("\n\n")[1]
+    assert prompt.endswith(" and more" * 100)
+    memory = sum(p["memory_context"]["tokens"] for p in summary["phases"])
+    prompts = counter.count("EUR/USD research for T" + " and more" * 100) + counter.count(
+        "EUR/USD plan for T" + " and more" * 100
+    )
+    assert summary["budget"]["used"] == memory + prompts
+
+
 async def test_a_failed_run_still_sends_the_audit_of_what_ran(tmp_path, workflow):
     (tmp_path / "agent.py").write_text(
         "def run(contract):\n"
@@ -269,6 +318,17 @@ async def test_command_runner_failures_fail_the_phase(tmp_path, workflow, body, 
             "  analyst:\n",
             "  analyst:\n    runner: missing.py:run\n",
             "runner of agent 'analyst' 'missing.py:run': no file",
+        ),
+        (
+            "    phases:\n",
+            "    hooks: {pre_phase: ['os:rename']}\n    phases:\n",
+            "pre_phase hook 'os:rename' cannot be called with one argument",
+        ),
+        (
+            "  analyst:\n",
+            "  analyst:\n    runner: os:getcwd\n",
+            "runner of agent 'analyst' 'os:getcwd' cannot be called with one argument .*"
+            "define it as `def getcwd\\(contract\\): ...`",
         ),
         (
             "    phases:\n",
