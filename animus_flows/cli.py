@@ -70,6 +70,13 @@ def handles_errors(command: F) -> F:
                 raise
             _print_error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
             raise typer.Exit(1) from None
+        except BaseException as exc:
+            # Prefect turns SIGTERM into its TerminationSignal (a BaseException) inside a run
+            signal_number = _termination_signal(exc)
+            if signal_number is None or _state["debug"]:
+                raise
+            _print_error(f"stopped by signal {signal_number} ({_signal_name(signal_number)})")
+            raise typer.Exit(128 + signal_number) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -79,6 +86,24 @@ def _print_error(message: str) -> None:
     from animus_flows.redaction import redact
 
     typer.echo(f"error: {redact(message).text}", err=True)
+
+
+def _termination_signal(exc: BaseException) -> int | None:
+    """The signal number of Prefect's TerminationSignal, or None for any other exception."""
+    exceptions = sys.modules.get("prefect.exceptions")  # loaded by then if a run was going
+    signal_type = getattr(exceptions, "TerminationSignal", None)
+    if signal_type is not None and isinstance(exc, signal_type):
+        return int(exc.signal)  # type: ignore[attr-defined]
+    return None
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
 
 
 def _print_json(document: Any) -> None:

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +168,35 @@ def test_without_a_server_saved_blocks_are_still_found_by_name(tmp_path):
     with SyncStore(SQLiteStore(saved)) as store:
         assert store.get(Scope("desk"), "fx").value == "EUR/USD ranges"
     assert not (tmp_path / "local.db").exists()
+
+
+def test_sigterm_stops_a_run_with_one_line_and_exit_143(project, prefect_api):
+    (project / "slow.yaml").write_text(
+        WORKFLOW.replace(
+            "  analyst:\n",
+            '  analyst:\n    runner: {command: [sh, -c, "touch started; sleep 60"]}\n',
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
+    env["PREFECT_API_URL"] = prefect_api
+    exe = Path(sys.executable).with_name("animus")
+    run = subprocess.Popen(
+        [str(exe), "run", "slow.yaml", "--task-id", "RES-5"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        for _ in range(1200):  # the runner has started: the run is inside its phase task
+            if (project / "started").exists() or run.poll() is not None:
+                break
+            time.sleep(0.1)
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 128 + signal.SIGTERM, stderr
+    assert stderr.splitlines()[-1] == "error: stopped by signal 15 (SIGTERM)"
+    assert "Traceback" not in stderr
