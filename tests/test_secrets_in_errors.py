@@ -90,17 +90,22 @@ def test_runner_stderr_is_redacted_in_animus_run(tmp_path, prefect_api):
     ) in result.stderr
 
 
-async def test_runner_stderr_is_redacted_in_the_flow_run_state_and_logs(tmp_path, prefect_api):
-    (tmp_path / "animus.yaml").write_text(RUNNER_WORKFLOW)
-    state = await workflow_flow(load_workflow(tmp_path / "animus.yaml"), "w")(return_state=True)
-    assert state.is_failed()
-    assert "exited with code 7" in state.message and RUNNER_KEY not in state.message
+async def flow_run_log_text(state) -> str:
+    """Every log line Prefect stored for the flow run that ended in `state`."""
     await APILogHandler.aflush()
     async with get_client() as client:
         logs = await client.read_logs(
             LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id]))
         )
-    text = "\n".join(log.message for log in logs)
+    return "\n".join(log.message for log in logs)
+
+
+async def test_runner_stderr_is_redacted_in_the_flow_run_state_and_logs(tmp_path, prefect_api):
+    (tmp_path / "animus.yaml").write_text(RUNNER_WORKFLOW)
+    state = await workflow_flow(load_workflow(tmp_path / "animus.yaml"), "w")(return_state=True)
+    assert state.is_failed()
+    assert "exited with code 7" in state.message and RUNNER_KEY not in state.message
+    text = await flow_run_log_text(state)
     assert "exited with code 7" in text
     assert RUNNER_KEY not in text
 
@@ -127,12 +132,7 @@ async def test_a_python_runners_or_hooks_exception_is_redacted_in_the_logs(
     )
     state = await workflow_flow(load_workflow(tmp_path / "animus.yaml"), "w")(return_state=True)
     assert state.is_failed() and RUNNER_KEY not in state.message
-    await APILogHandler.aflush()
-    async with get_client() as client:
-        logs = await client.read_logs(
-            LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id]))
-        )
-    text = "\n".join(log.message for log in logs)
+    text = await flow_run_log_text(state)
     assert "LoginError: auth failed for key [REDACTED:anthropic_api_key]" in text
     assert RUNNER_KEY not in text
 
