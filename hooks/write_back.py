@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from animus_flows.errors import AnimusError
+from animus_flows.errors import AnimusError, WriteDenied
 from animus_flows.phase import PhaseContext
 from animus_flows.protocol import canonical_json
 from animus_flows.redaction import redact_item
@@ -60,6 +60,8 @@ async def write_back(ctx: PhaseContext) -> None:
                 detail = f"stored {key}"
         except TimeoutError:
             status, detail = "timeout", f"no answer within {timeout * 1000:.0f} ms"
+        except WriteDenied as exc:  # the store refuses writes: a refusal, not a fault
+            status, detail = "denied", str(exc)
         except (AnimusError, ValueError) as exc:
             status, detail = "error", str(exc)
         except Exception as exc:  # a broken plugin must not fail the phase that produced output

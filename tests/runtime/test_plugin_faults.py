@@ -76,3 +76,29 @@ async def test_hanging_and_crashing_plugins_degrade_their_bindings_only(tmp_path
     assert all(e["latency_ms"] < 300 + 150 for e in by_binding["dead-wiki"])
     assert elapsed < 20  # two phases: the faulty bindings add at most 2 x 300 ms
     assert plugin_processes() == []  # the run reaped every plugin process it started
+
+
+async def test_a_store_that_refuses_writes_is_audited_as_denied_and_the_run_goes_on(tmp_path):
+    workflow = write_workflow(
+        tmp_path,
+        f"""
+        version: 1
+        project: desk
+        audit: {{path: audit.jsonl}}
+        stores:
+          corpus: {{type: jsonrpc, command: [{sys.executable!r}, {str(FAULTY)!r}, read-only]}}
+        agents:
+          analyst:
+            memory_bindings:
+              - {{plugin: corpus, binding: journal, write: true}}
+        workflows:
+          research:
+            phases:
+              - {{id: research, agent: analyst, prompt: "EUR/USD research"}}
+    """,
+    )
+    summary = await workflow_flow(workflow, "research")(task_id="T-1")
+    assert summary["phases"][0]["id"] == "research"
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    (put,) = [event for event in events if event["op"] == "put"]
+    assert put["status"] == "denied" and "this corpus is read-only" in put["detail"]
