@@ -7,7 +7,7 @@ JSON-RPC plugin surface.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -86,21 +86,34 @@ def shown_head(text: str, limit: int = 40) -> str:
     return shown + "..." if len(text) > limit else shown
 
 
-def check_unicode(name: str, text: str, error: type[InvalidRequest] = InvalidRequest) -> None:
-    """Refuse `text` unless it is valid Unicode, with `error` naming `name`.
-
-    A lone surrogate (what Python makes of the JSON escape `"\\ud800"`) has no UTF-8 form: no
-    store can keep it, nor send it over the wire. Cheap for ASCII text, the usual case.
-    """
+def is_valid_unicode(text: str) -> bool:
+    """Whether `text` has a UTF-8 form: no lone surrogate (what Python makes of the JSON escape
+    `"\\ud800"`), which no store can keep nor send over the wire. Cheap for ASCII text."""
     if text.isascii():
-        return
+        return True
     try:
         text.encode()
-    except UnicodeEncodeError as exc:
-        raise error(
-            f"{name} contains the lone surrogate {text[exc.start]!r}, which is not valid "
-            "Unicode; pass valid UTF-8 text"
-        ) from None
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_unicode(
+    name: str | Callable[[], str], text: str, error: type[InvalidRequest] = InvalidRequest
+) -> None:
+    """Refuse `text` unless it is valid Unicode (`is_valid_unicode`), with `error` naming `name`.
+
+    A `name` that quotes the text is best passed as a function: it is built only for the error
+    (quoting redacts, which costs more than the check).
+    """
+    if is_valid_unicode(text):
+        return
+    label = name if isinstance(name, str) else name()
+    surrogate = next(char for char in text if "\ud800" <= char <= "\udfff")
+    raise error(
+        f"{label} contains the lone surrogate {surrogate!r}, which is not valid Unicode; "
+        "pass valid UTF-8 text"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from animus_flows.protocol import (
     QueryHit,
     Scope,
     ScopePage,
+    is_valid_unicode,
 )
 from animus_flows.redaction import redact, redact_head
 
@@ -214,7 +215,7 @@ def parse_request(message: JSON) -> Request:
 
 def _valid_id(request_id: object) -> bool:
     if isinstance(request_id, str):
-        return not any("\ud800" <= char <= "\udfff" for char in request_id)
+        return is_valid_unicode(request_id)
     if isinstance(request_id, float):
         return math.isfinite(request_id)
     return request_id is None or (isinstance(request_id, int) and not isinstance(request_id, bool))

@@ -62,7 +62,7 @@ def check_key(key: object) -> str:
         )
     if "\x00" in key:
         raise InvalidRequest(f"key {key!r} contains a NUL character; remove it")
-    check_unicode(f"key {shown_head(key)}", key)
+    check_unicode(lambda: f"key {shown_head(key)}", key)
     return key
 
 
@@ -262,7 +262,7 @@ class BaseStore(ABC):
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidRequest(f"cursor {cursor!r} must be a string from a previous page")
         if cursor is not None:
-            check_unicode(f"cursor {shown_head(cursor)}", cursor)
+            check_unicode(lambda: f"cursor {shown_head(cursor)}", cursor)
         if (
             not isinstance(limit, int)
             or isinstance(limit, bool)
