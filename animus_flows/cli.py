@@ -537,10 +537,10 @@ def main() -> None:
             if given is not None:
                 message += f" (got {given!r})"
             joint = " " if message.endswith("?") else "; "  # after "Did you mean 'x'?"
-            typer.echo(f"error: {message}{joint}see '{where} --help'", err=True)
+            _print_error(f"{message}{joint}see '{where} --help'")  # the value typed may be a key
         sys.exit(exc.exit_code)
     except typer.Abort:
-        typer.echo("error: aborted", err=True)
+        _print_error("aborted")
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 
