@@ -12,7 +12,10 @@ it, each documented in docs/memory.md:
 - No single-item delete: `forget` overwrites the memory with an empty, SECRET tombstone that
   expires after one second.
 - No transactions across calls: read-modify-write updates (access counts, tags) are last
-  writer wins.
+  writer wins. Writes of several records (import, a new version, forgetting one, a tier review)
+  are all or nothing: one `put_many` on a store where that is one transaction, else undone put
+  by put on failure (`_write_all_or_nothing`). Recall's access counts are the exception: they
+  are bookkeeping, and a failure part-way leaves some counted, no content changed.
 """
 
 from __future__ import annotations
@@ -406,6 +409,9 @@ class AsyncMemoryLayer:
         metadata; new ones are checked as `remember` checks them. The parent moves to the COLD
         tier and its `superseded_by` names the new one: it is history now, and `recall` returns
         only the newest version. Returns None when `memory_id` matches nothing.
+
+        Both writes land or neither does (see `import_memories`): a failure raises a
+        `StoreError` saying the update was rolled back.
         """
         if content is not None:
             _content(content)
@@ -445,7 +451,9 @@ class AsyncMemoryLayer:
             child.change_summary = describe_changes(parent, child)
         parent.tier = MemoryTier.COLD
         _set_successor(parent, child.id)
-        await self._write([parent, child])
+        # the parent first: should the child never land, its link to a missing child counts
+        # for nothing, and the parent stays current
+        await self._write_all_or_nothing([parent, child], "update")
         return child
 
     async def forget(self, memory_id: str) -> bool:
@@ -454,17 +462,19 @@ class AsyncMemoryLayer:
         The protocol has no single-item delete, so the memory is overwritten at once by an
         empty, SECRET tombstone that expires after a second: its content is gone immediately
         and no read returns it. Forgetting the newest version makes the one before it current
-        again.
+        again: the tombstone and the parent's new link land together or not at all (a failure
+        raises a `StoreError` saying the forget was rolled back).
         """
         memory = await self.get_memory(memory_id)
         if memory is None:
             return False
-        await self._put_tombstone(memory.id)
         parent = None if memory.parent_id is None else await self._get(memory.parent_id)
-        if parent is not None and parent.superseded_by == memory.id:
-            # another newer version of the parent may remain (versions can branch)
-            await self._link_successors([parent])
-            await self._write([parent])
+        if parent is None or parent.superseded_by != memory.id:
+            await self._put_tombstone(memory.id)
+            return True
+        # another newer version of the parent may remain (versions can branch)
+        await self._link_successors([parent], forgotten=memory.id)
+        await self._write_all_or_nothing([parent], "forget", tombstones=[memory.id])
         return True
 
     # -- reading -----------------------------------------------------------------------------
@@ -665,6 +675,8 @@ class AsyncMemoryLayer:
     async def run_tier_review(self, *, now: datetime | None = None) -> tuple[int, int]:
         """Demote stale memories and promote busy ones by `tier_policy`.
 
+        The moves land together or not at all (see `import_memories`).
+
         Returns:
             `(demoted_count, promoted_count)`.
         """
@@ -682,7 +694,7 @@ class AsyncMemoryLayer:
                 hotter = TIER_LADDER.index(tier) > TIER_LADDER.index(memory.tier)
                 memory.tier = tier
                 (promoted if hotter else demoted).append(memory)
-        await self._write(demoted + promoted)
+        await self._write_all_or_nothing(demoted + promoted, "tier review")
         return len(demoted), len(promoted)
 
     # -- export, import, backup --------------------------------------------------------------
@@ -715,7 +727,9 @@ class AsyncMemoryLayer:
                 raise InvalidRequest(f"memories[{index}]: {exc}") from None
             self._ingest(memory, extract=not memory.entities)
         stored = await self._stored_copies(memories)
-        await self._write_all_or_nothing(memories + self._link_versions(memories, stored), stored)
+        await self._write_all_or_nothing(
+            memories + self._link_versions(memories, stored), "import", before=stored
+        )
         if len(memories) >= OPTIMIZE_AFTER_IMPORT:
             await self._optimize_store()
         return len(memories)
@@ -816,35 +830,47 @@ class AsyncMemoryLayer:
             await self.store.put(scope, key, value, metadata=metadata)
 
     async def _write_all_or_nothing(
-        self, memories: Sequence[Memory], before: dict[str, MemoryItem]
+        self,
+        memories: Sequence[Memory],
+        what: str,
+        *,
+        tombstones: Sequence[str] = (),
+        before: dict[str, MemoryItem] | None = None,
     ) -> None:
-        """Write `memories` so that a failure leaves the scope as `before` (its items under
-        their ids) shows it, as far as the store allows.
+        """Write `tombstones` (keys `forget` empties), then `memories`, so that a failure leaves
+        the scope as it was, as far as the store allows. `what` names the operation in errors.
 
-        A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one. Any
-        other gets one put at a time, the protocol's only write: should one fail, the keys
-        tried (the failed one too, it may have landed) get back what `before` holds, and keys
-        it lacks get the tombstone `forget` writes; then the error is raised, saying so.
+        A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one, when
+        there are no tombstones (they expire, which `put_many` cannot say). Otherwise the items
+        under the keys are read first (`before`: the caller's copies, when it has them), then
+        written one put at a time, the protocol's only write: should one fail, the keys tried
+        (the failed one too, it may have landed) get back what `before` holds, and keys it
+        lacks get a tombstone; then the error is raised, saying so.
         """
-        if getattr(self.store, "atomic_put_many", False) is True:
+        if not tombstones and getattr(self.store, "atomic_put_many", False) is True:
             await self._write(memories)
             return
         await self._look_up_links(memories)  # so the rewrite records them
+        if before is None:
+            before = await self._items([*tombstones, *(memory.id for memory in memories)])
         tried: list[str] = []
         try:
+            for key in tombstones:
+                tried.append(key)
+                await self._put_tombstone(key)
             for memory in memories:
                 tried.append(memory.id)
                 value, metadata = to_store(memory, agent=self._agent)
                 await self.store.put(self.scope, memory.id, value, metadata=metadata)
         except Exception as exc:
-            raise await self._undo(tried, before, exc) from exc
+            raise await self._undo(tried, before, exc, what) from exc
 
     async def _undo(
-        self, keys: list[str], before: dict[str, MemoryItem], error: Exception
+        self, keys: list[str], before: dict[str, MemoryItem], error: Exception, what: str
     ) -> Exception:
-        """Put `keys` back as `before` holds them after `error` stopped a write (a plugin that
-        crashed restarts on the next call); returns the error to raise, which says whether the
-        scope is as it was or which keys may still hold the new writes."""
+        """Put `keys` back as `before` holds them after `error` stopped the writes of `what` (a
+        plugin that crashed restarts on the next call); returns the error to raise, which says
+        whether the scope is as it was or which keys may still hold the new writes."""
         kind = type(error) if isinstance(error, AnimusError) else StoreError
         for done, key in enumerate(keys):
             item = before.get(key)
@@ -861,12 +887,17 @@ class AsyncMemoryLayer:
                     )
             except Exception as undo_error:
                 left = keys[done:]
+                if what == "import":  # ids are kept: importing again completes it
+                    written = "imported records"
+                    retry = "import the same file again to complete the import"
+                else:
+                    written, retry = f"the {what}'s writes", f"check them and repeat the {what}"
                 return kind(
-                    f"{error}; undoing the import failed too ({undo_error}), so {self.scope} may "
-                    f"still hold imported records under {len(left)} key(s): {_listed(left)}; "
-                    "once the store works, import the same file again to complete the import"
+                    f"{error}; undoing the {what} failed too ({undo_error}), so {self.scope} may "
+                    f"still hold {written} under {len(left)} key(s): {_listed(left)}; "
+                    f"once the store works, {retry}"
                 )
-        return kind(f"{error}; the import was rolled back: {self.scope} holds what it held before")
+        return kind(f"{error}; the {what} was rolled back: {self.scope} holds what it held before")
 
     async def _put_tombstone(self, memory_id: str) -> None:
         """Overwrite `memory_id` with an empty, SECRET, COLD tombstone that expires after a
@@ -1030,26 +1061,29 @@ class AsyncMemoryLayer:
         if unlinked:
             await self._link_successors(unlinked)
 
-    async def _link_successors(self, memories: list[Memory]) -> None:
+    async def _link_successors(
+        self, memories: list[Memory], *, forgotten: str | None = None
+    ) -> None:
         """Set `superseded_by` on `memories` from the newer versions in the scope.
 
         A listing filtered on `parent_id`, which stores without metadata indexes (SQLite)
         answer by reading the scope: only for records stored before the layer kept links, and
         when `forget` removes the version a link named. A listing that comes back full (the
         store's `max_query_top_k`) may have missed some: the memories are then split in two.
+        A `forgotten` version counts as gone already.
         """
         hits = await self.store.query(
             self.scope, "", top_k=self._cap, filters={"parent_id": [m.id for m in memories]}
         )
         if len(hits) >= self._cap and len(memories) > 1:
             half = len(memories) // 2
-            await self._link_successors(memories[:half])
-            await self._link_successors(memories[half:])
+            await self._link_successors(memories[:half], forgotten=forgotten)
+            await self._link_successors(memories[half:], forgotten=forgotten)
             return
         children = (
             from_store(hit.key, hit.value, hit.metadata)
             for hit in hits
-            if not is_tombstone(hit.metadata)
+            if not is_tombstone(hit.metadata) and hit.key != forgotten
         )
         _link_to_newest(memories, newest_versions(children))
 

@@ -184,7 +184,7 @@ class BaseStore(ABC):
     capabilities: ClassVar[Capabilities] | Capabilities
     #: Whether `put_many` writes every entry or none (one transaction). The fallback below
     #: writes one at a time, so a failure part-way leaves the entries before it written; the
-    #: memory layer's import undoes those itself on a store where this is False.
+    #: memory layer undoes those itself (import, a new version, ...) where this is False.
     atomic_put_many: ClassVar[bool] = False
 
     # -- public protocol --------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""An import into a store without transactions is all or nothing: a real JSON-RPC plugin (the
-example dict plugin, keeping its items in a file) crashes on its fourth write, restarts, and the
-layer undoes the three that landed through the new process."""
+"""Writes of several records into a store without transactions are all or nothing: a real
+JSON-RPC plugin (the example dict plugin, keeping its items in a file) crashes part-way through
+an import, a new version, a forget or a tier review, restarts, and the layer undoes the writes
+that landed through the new process."""
 
 import asyncio
 import json
@@ -31,11 +32,11 @@ EXPORT = json.dumps(
 )
 
 
-def crashing(tmp_path: Path, *flags: str) -> JsonRpcStore:
-    """The dict plugin on `items.json`, exiting with code 3 on its fourth put (once)."""
+def crashing(tmp_path: Path, *flags: str, after: int = 3) -> JsonRpcStore:
+    """The dict plugin on `items.json`, exiting with code 3 on put number `after` + 1 (once)."""
     marker = str(tmp_path / "crashed")
     return JsonRpcStore(
-        [sys.executable, str(CRASHING), "--crash-after", "3", "--marker", marker, *flags,
+        [sys.executable, str(CRASHING), "--crash-after", str(after), "--marker", marker, *flags,
          "--file", str(tmp_path / "items.json")],
         plugin_id="crash",
     )  # fmt: skip
@@ -135,3 +136,83 @@ def test_the_cli_import_is_rolled_back_and_exits_1(tmp_path):
     )
     rows = json.loads((tmp_path / "items.json").read_text())
     assert all(row["value"] == {"content": ""} for row in rows)  # expiring tombstones only
+
+
+ROLLED_BACK = "was rolled back: project=demo/agent=a holds what it held before"
+
+
+async def seeded(tmp_path: Path, *contents: str) -> list:
+    """Memories remembered through the working plugin, which is closed after."""
+    store = working(tmp_path)
+    layer = AsyncMemoryLayer(store, SCOPE)
+    memories = [await layer.remember(content) for content in contents]
+    await store.aclose()
+    return memories
+
+
+async def test_a_failed_update_leaves_the_parent_current_and_no_new_version(tmp_path):
+    (parent,) = await seeded(tmp_path, "the desk closes at five")
+    store = working(tmp_path)
+    before = await holdings(store)
+    await store.aclose()
+
+    store = crashing(tmp_path, after=1)  # the parent's rewrite lands, the child's put crashes
+    layer = AsyncMemoryLayer(store, SCOPE)
+    with pytest.raises(StoreUnavailable) as raised:
+        await layer.update_with_version(parent.id, "the desk closes at six")
+    message = str(raised.value)
+    assert message.startswith("plugin crash exited with code 3") and "\n" not in message
+    assert message.endswith(f"; the update {ROLLED_BACK}")
+    # at once: the parent is current and unchanged, the new version nowhere to be read
+    current = await layer.get_memory(parent.id)
+    assert (current.tier, current.superseded_by) == (parent.tier, None)
+    assert [m.id for m in await layer.history(parent.id)] == [parent.id]
+    await asyncio.sleep(1.1)  # the undo's tombstone expires: the scope is as it was
+    assert await holdings(store) == before
+    assert [m.content for m in await layer.recall("desk")] == ["the desk closes at five"]
+    assert await layer.recall("six") == []
+    await store.aclose()
+
+
+async def test_a_failed_forget_of_the_newest_version_puts_both_back(tmp_path):
+    (parent,) = await seeded(tmp_path, "the desk closes at five")
+    store = working(tmp_path)
+    child = await AsyncMemoryLayer(store, SCOPE).update_with_version(parent.id, "at six")
+    before = await holdings(store)
+    await store.aclose()
+
+    store = crashing(tmp_path, after=1)  # the tombstone lands, the parent's relink crashes
+    layer = AsyncMemoryLayer(store, SCOPE)
+    with pytest.raises(StoreUnavailable, match=f"the forget {ROLLED_BACK}"):
+        await layer.forget(child.id)
+    assert await holdings(store) == before
+    assert (await layer.get_memory(child.id)).content == "at six"
+    assert [m.id for m in await layer.history(parent.id)] == [parent.id, child.id]
+    await store.aclose()
+
+
+async def test_a_failed_tier_review_moves_no_memory(tmp_path):
+    await seeded(tmp_path, "one", "two", "three")
+    store = working(tmp_path)
+    before = await holdings(store)
+    await store.aclose()
+
+    store = crashing(tmp_path, after=1)  # the first demotion lands, the second crashes
+    layer = AsyncMemoryLayer(store, SCOPE)
+    with pytest.raises(StoreUnavailable, match=f"the tier review {ROLLED_BACK}"):
+        await layer.run_tier_review(now=utcnow() + timedelta(days=60))
+    assert await holdings(store) == before
+    await store.aclose()
+
+
+async def test_an_update_that_cannot_be_undone_names_its_keys(tmp_path):
+    (parent,) = await seeded(tmp_path, "the desk closes at five")
+    store = crashing(tmp_path, "--for-good", after=1)
+    with pytest.raises(StoreUnavailable) as raised:
+        await AsyncMemoryLayer(store, SCOPE).update_with_version(parent.id, "at six")
+    await store.aclose()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "; undoing the update failed too (plugin crash exited with code 3" in message
+    assert f"may still hold the update's writes under 2 key(s): {parent.id}, " in message
+    assert message.endswith("; once the store works, check them and repeat the update")
