@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -125,6 +126,15 @@ _LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
 
 def _nothing(conn: sqlite3.Connection) -> None:
     return None
+
+
+def _file_at(path: str) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file now at `path`, or None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _waits_on_lock(exc: sqlite3.OperationalError) -> bool:
@@ -406,6 +416,8 @@ class SQLiteStore(BaseStore):
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
         self._term_counts = TermCounts()
+        # the writer's file, by absolute path as SQLite holds it, and its identity: `_writing`
+        self._opened: tuple[str, tuple[int, int] | None] = ("", None)
         self._schema_current = False  # the file exists with the current schema, in WAL mode
         self._writer_wanted = False  # the file must be created or migrated first
 
@@ -560,8 +572,27 @@ class SQLiteStore(BaseStore):
                 f"{self.path} is not a usable animus SQLite store ({exc}); "
                 "move it aside or point `path` to a new file"
             ) from None
+        path = os.path.abspath(self.path)  # a later chdir does not move SQLite's file either
+        self._opened = (path, _file_at(path))
         self._schema_current = True
         return conn
+
+    @contextmanager
+    def _writing(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """`_transaction` on the writer, refused when `path` no longer is the file it opened.
+
+        An open connection keeps writing into a deleted file, or into the old file after another
+        was moved over it, and every write looks fine: the data would silently go nowhere. One
+        stat per write (a few µs of a put's ~0.7 ms); reads are not checked, a get costs 0.06 ms.
+        """
+        path, opened = self._opened
+        with _transaction(conn):
+            if _file_at(path) != opened:
+                raise StoreUnavailable(
+                    f"SQLite store {self.path} was deleted or replaced while open, so nothing "
+                    "was written; reopen the store (restart the run) to use the file at that path"
+                )
+            yield
 
     def _refuse_foreign(self, conn: sqlite3.Connection) -> None:
         """Refuse a file that is neither an animus store nor empty, leaving it as it was.
@@ -739,7 +770,7 @@ class SQLiteStore(BaseStore):
         row = {key: self._row(value, metadata)}
 
         def put(conn: sqlite3.Connection) -> float:
-            with _transaction(conn):
+            with self._writing(conn):
                 scope_id = self._scope_id(conn, scope, create=True)
                 created = self._write(conn, scope_id, row, now.timestamp(), _epoch(expires_at))  # type: ignore[arg-type]
             return created[key]
@@ -763,7 +794,7 @@ class SQLiteStore(BaseStore):
         def put_all(conn: sqlite3.Connection) -> int:
             written = sum(len(rows) for rows in by_scope.values())
             bulk = written >= BULK_ITEMS
-            with _transaction(conn):
+            with self._writing(conn):
                 if bulk:
                     conn.execute(_SET_AUTOMERGE, (BULK_AUTOMERGE,))
                 for scope, rows in by_scope.items():
@@ -948,7 +979,7 @@ class SQLiteStore(BaseStore):
 
     async def _delete_scope(self, scope: Scope) -> int:
         def delete(conn: sqlite3.Connection) -> int:
-            with _transaction(conn):
+            with self._writing(conn):
                 scope_id = self._scope_id(conn, scope, create=False)
                 if scope_id is None:
                     return 0
@@ -977,7 +1008,7 @@ class SQLiteStore(BaseStore):
         """
 
         def optimize(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
+            with self._writing(conn):
                 conn.execute("INSERT INTO items_fts (items_fts) VALUES ('optimize')")
             conn.execute("PRAGMA optimize")
 
@@ -988,7 +1019,7 @@ class SQLiteStore(BaseStore):
 
         def purge(conn: sqlite3.Connection) -> int:
             now = utcnow().timestamp()
-            with _transaction(conn):
+            with self._writing(conn):
                 expired = "FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?"
                 conn.execute(f"{_UNINDEX} {expired}", (now,))
                 return conn.execute(f"DELETE {expired}", (now,)).rowcount

@@ -800,3 +800,53 @@ def test_an_expiry_written_by_another_tool_does_not_break_reads(tmp_path, caplog
         assert sorted(hit.key for hit in store.query(scope, "")) == ["bad", "good"]
     assert "item 'bad' in project=p has _animus_expires_at" in caplog.text
     assert "reading it as not expiring" in caplog.text and secret not in caplog.text
+
+
+async def test_a_write_after_the_file_was_deleted_is_refused_not_lost(tmp_path):
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    await store.put(Scope("p"), "kept", "written before")
+    assert await store.get(Scope("p"), "kept")  # the reader is open too
+    path.unlink()  # the open connections hold the unlinked file
+    for write in (
+        store.put(Scope("p"), "late", "would go nowhere"),
+        store.put_many([(Scope("p"), "late", "would go nowhere", None)]),
+        store.delete_scope(Scope("p")),
+        store.purge_expired(),
+    ):
+        with pytest.raises(StoreUnavailable) as raised:
+            await write
+        assert str(raised.value) == (
+            f"SQLite store {path} was deleted or replaced while open, so nothing was "
+            "written; reopen the store (restart the run) to use the file at that path"
+        )
+    assert not path.exists()  # no new, empty file in its place either
+    assert (await store.get(Scope("p"), "kept")).value == "written before"  # reads go on
+    await store.aclose()
+
+
+def test_a_write_after_another_store_was_moved_over_the_file_is_refused(tmp_path):
+    path, other = tmp_path / "m.db", tmp_path / "restored.db"
+    with SyncStore(SQLiteStore(other)) as restored:
+        restored.put(Scope("p"), "restored", "from the backup")
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "old", "written before")
+        other.replace(path)
+        with pytest.raises(StoreUnavailable, match="was deleted or replaced while open"):
+            store.put(Scope("p"), "late", "would land in the replaced file")
+    with SyncStore(SQLiteStore(path)) as reopened:  # what the error says to do
+        # (which items it shows is SQLite's affair: the old file's -wal is still at the path)
+        assert reopened.get(Scope("p"), "late") is None
+        reopened.put(Scope("p"), "late", "written again")
+        assert reopened.get(Scope("p"), "late").value == "written again"
+
+
+def test_a_relative_path_stays_the_same_file_after_a_chdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with SyncStore(SQLiteStore("m.db")) as store:
+        store.put(Scope("p"), "first", "one")
+        (tmp_path / "elsewhere").mkdir()
+        monkeypatch.chdir(tmp_path / "elsewhere")  # SQLite keeps the file it opened
+        store.put(Scope("p"), "second", "two")
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        assert store.count(Scope("p")) == 2
