@@ -57,23 +57,29 @@ JSON = Any  # a value json.dumps accepts: None, bool, int, float, str, list, dic
 ScopeKind = Literal["project", "agent", "task"]
 
 
-def _check_id(name: str, value: object, *, required: bool) -> None:
+def check_id(label: str, value: object, *, required: bool) -> None:
+    """Refuse `value` unless it is an id: a string of 1 to `MAX_ID_LENGTH` characters, no NUL,
+    valid Unicode (`is_valid_unicode`); `None` passes when the id is not `required`.
+
+    Raises `InvalidScope` naming `label` (such as `"scope agent_id"`), with the value quoted
+    and its secrets redacted before any cut.
+    """
     if value is None:
         if required:
-            raise InvalidScope(f"scope {name} is missing; pass a non-empty string")
+            raise InvalidScope(f"{label} is missing; pass a non-empty string")
         return
     if not isinstance(value, str):
-        raise InvalidScope(f"scope {name} {value!r} is a {type(value).__name__}; pass a string")
+        raise InvalidScope(f"{label} {value!r} is a {type(value).__name__}; pass a string")
     if not value:
-        raise InvalidScope(f"scope {name} is empty; pass a non-empty string or omit it")
+        fix = "pass a non-empty string" if required else "pass a non-empty string or omit it"
+        raise InvalidScope(f"{label} is empty; {fix}")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidScope(
-            f"scope {name} {shown_head(value)} is {len(value)} characters; "
-            f"use at most {MAX_ID_LENGTH}"
+            f"{label} {shown_head(value)} is {len(value)} characters; use at most {MAX_ID_LENGTH}"
         )
     if "\x00" in value:
-        raise InvalidScope(f"scope {name} {value!r} contains a NUL character; remove it")
-    check_unicode(f"scope {name} {value!r}", value, InvalidScope)
+        raise InvalidScope(f"{label} {value!r} contains a NUL character; remove it")
+    check_unicode(lambda: f"{label} {value!r}", value, InvalidScope)
 
 
 def shown_head(text: str, limit: int = 40) -> str:
@@ -129,9 +135,9 @@ class Scope:
     task_id: str | None = None
 
     def __post_init__(self) -> None:
-        _check_id("project_id", self.project_id, required=True)
-        _check_id("agent_id", self.agent_id, required=False)
-        _check_id("task_id", self.task_id, required=False)
+        check_id("scope project_id", self.project_id, required=True)
+        check_id("scope agent_id", self.agent_id, required=False)
+        check_id("scope task_id", self.task_id, required=False)
 
     @property
     def kind(self) -> ScopeKind:

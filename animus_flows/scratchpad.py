@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from animus_flows.errors import AnimusError, ConfigError, InvalidRequest, InvalidScope
-from animus_flows.protocol import MAX_ID_LENGTH
+from animus_flows.errors import AnimusError, ConfigError, InvalidRequest
+from animus_flows.protocol import check_id
 
 DEFAULT_MAX_CHARS = 6000
 
@@ -95,12 +95,13 @@ class Scratchpad:
 
     Args:
         root: the runtime folder (`.animus` next to the workflow file).
-        project_id: the project: 1 to 256 characters, no NUL, as in a `Scope`.
+        project_id: the project: 1 to 256 characters, no NUL, valid Unicode, as in a `Scope`.
         scope: the scratchpad's scope, usually the agent id; an id like `project_id`.
         max_chars: the most characters the text may hold, an integer >= 1.
 
     Raises:
-        InvalidScope: an id is empty, too long or not a string.
+        InvalidScope: an id is empty, too long, not a string, or holds a NUL or a lone
+            surrogate.
         ConfigError: `max_chars` is not an integer >= 1.
 
     Example:
@@ -118,17 +119,8 @@ class Scratchpad:
     def __init__(
         self, root: Path, project_id: str, scope: str, max_chars: int = DEFAULT_MAX_CHARS
     ) -> None:
-        for name, ident in (("project_id", project_id), ("scope", scope)):
-            if (
-                not isinstance(ident, str)
-                or not ident
-                or len(ident) > MAX_ID_LENGTH
-                or "\0" in ident
-            ):
-                raise InvalidScope(
-                    f"scratchpad {name} {ident!r:.60} must be a string of 1 to {MAX_ID_LENGTH} "
-                    "characters without NUL, such as the agent id"
-                )
+        check_id("scratchpad project_id", project_id, required=True)
+        check_id("scratchpad scope", scope, required=True)
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
             raise ConfigError(f"max_chars {max_chars!r} must be an integer >= 1")
         self.path = scratchpad_path(root, project_id, scope)

@@ -237,7 +237,7 @@ def test_bad_input_is_one_line_and_the_right_exit_code(project, args, code, mess
 def test_an_empty_project_id_is_refused_not_replaced_by_the_files(project, command):
     result = invoke(*command, "--project-id", "")
     assert result.exit_code == 2, result.output
-    assert result.stderr == "error: scope project_id is empty; pass a non-empty string or omit it\n"
+    assert result.stderr == "error: scope project_id is empty; pass a non-empty string\n"
     assert invoke("memory", "get", "--scope", "project", "--key", "k").exit_code == 1
 
 

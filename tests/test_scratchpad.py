@@ -187,12 +187,43 @@ def test_the_limit_must_be_a_positive_integer(tmp_path, max_chars):
 def test_empty_ids_and_text_that_is_not_a_string_are_refused(tmp_path):
     from animus_flows.errors import InvalidRequest, InvalidScope
 
-    with pytest.raises(InvalidScope, match="scratchpad scope '' must be a string of 1 to 256"):
+    with pytest.raises(InvalidScope, match="^scratchpad scope is empty; pass a non-empty string$"):
         Scratchpad(tmp_path, "desk", "")
-    with pytest.raises(InvalidScope, match="scratchpad project_id '' must be"):
+    with pytest.raises(InvalidScope, match="^scratchpad project_id is empty; pass a non-empty"):
         Scratchpad(tmp_path, "", "analyst")
+    with pytest.raises(InvalidScope, match="^scratchpad scope 7 is a int; pass a string$"):
+        Scratchpad(tmp_path, "desk", 7)
     pad = Scratchpad(tmp_path, "desk", "analyst")
     for call in (pad.write, pad.append):
         with pytest.raises(InvalidRequest, match="scratchpad text None is a NoneType"):
             call(None)
     assert list(tmp_path.rglob("*.md")) == []
+
+
+@pytest.mark.parametrize("project,scope", [("desk", "a\ud800"), ("a\udcff", "analyst")])
+def test_an_id_with_a_lone_surrogate_is_refused_before_any_file(tmp_path, project, scope):
+    from animus_flows.errors import InvalidScope
+
+    # what a JSON "\\ud800" or a folder name that is not UTF-8 becomes: no file can be named so
+    with pytest.raises(InvalidScope) as refused:
+        Scratchpad(tmp_path, project, scope)
+    name = "project_id" if project != "desk" else "scope"
+    assert str(refused.value).startswith(f"scratchpad {name} ")
+    assert "contains the lone surrogate" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["project_id", "scope"])
+def test_a_secret_looking_id_is_redacted_before_the_message_cuts_it(tmp_path, name):
+    from animus_flows.errors import InvalidScope
+
+    # the digits that make it look like a key come last: a cut start of it looks like nothing
+    secret = "sk-" + "q" * 290 + "0123456789"
+    ids = {"project_id": "desk", "scope": "analyst", name: secret}
+    with pytest.raises(InvalidScope) as refused:
+        Scratchpad(tmp_path, ids["project_id"], ids["scope"])
+    message = str(refused.value)
+    assert message.startswith(f"scratchpad {name} '[REDACTED:openai_api_key]")
+    assert message.endswith("is 303 characters; use at most 256")
+    assert "sk-" not in message and "qqqq" not in message

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import textwrap
@@ -207,6 +208,28 @@ def test_an_agent_without_memory_enabled_is_a_configuration_error(workflow_file)
         f"error: agent 'quiet' in {workflow_file} has no scratchpad; set "
         "agents.quiet.memory.enabled: true to give it one"
     ]
+
+
+def test_a_project_id_that_is_not_valid_unicode_exits_2_with_one_line(tmp_path):
+    # without `project:` the folder names the project; a folder name that is not UTF-8 comes
+    # back with lone surrogates, which no scratchpad file can be named by
+    folder = tmp_path / os.fsdecode(b"desk\xff")
+    folder.mkdir()
+    (folder / "animus.yaml").write_text(textwrap.dedent(WORKFLOW).replace("project: desk\n", ""))
+    done = subprocess.run(
+        [*ANIMUS, "mcp", "scratchpad", "--agent", "analyst", "--workflow-file", "animus.yaml"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=folder,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: scratchpad project_id 'desk\\udcff' contains the lone surrogate '\\udcff', "
+        "which is not valid Unicode; pass valid UTF-8 text"
+    ]
+    assert not (folder / ".animus").exists()
 
 
 @pytest.mark.parametrize(
