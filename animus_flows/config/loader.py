@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from animus_flows.config.models import ID_HINT, STORE_TYPES, WorkflowFile
+from animus_flows.config.models import ID_HINT, STORE_TYPES, WorkflowFile, has_control_character
 from animus_flows.errors import ConfigError
+from animus_flows.protocol import is_valid_unicode
 from animus_flows.redaction import looks_like_secret
 
 Loc = tuple[str | int, ...]
@@ -77,7 +78,19 @@ def load_workflow(path: str | Path) -> WorkflowFile:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
     workflow = parse_workflow(text, str(path))
     workflow._source = path
+    if workflow.project is None:
+        _check_folder_project(workflow.project_id, path)
     return workflow
+
+
+def _check_folder_project(project_id: str, path: Path) -> None:
+    """Without `project:`, the folder's name is the project id: it must be one."""
+    if is_valid_unicode(project_id) and not has_control_character(project_id):
+        return
+    raise ConfigError(
+        f"{path}: without `project:` the project id is the folder name {project_id!r}, which "
+        "is not valid UTF-8 or holds a control character; set `project:` in the file"
+    )
 
 
 def parse_workflow(text: str, filename: str = "<string>") -> WorkflowFile:

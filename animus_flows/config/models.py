@@ -289,6 +289,12 @@ class AuditConfig(Model):
     path: str | None = Field(None, description="JSONL audit file, relative to the YAML file.")
 
 
+def has_control_character(project: str) -> bool:
+    """Whether a project id holds a control character: the id lands in scopes, file names and
+    one-line messages, so no NUL, newline or escape."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in project)
+
+
 class WorkflowFile(Model):
     """The whole workflow YAML document, as `load_workflow` returns it.
 
@@ -309,8 +315,7 @@ class WorkflowFile(Model):
     @field_validator("project")
     @classmethod
     def _printable_project(cls, project: str | None) -> str | None:
-        # the id lands in scopes, file names and one-line messages: no NUL, newline or escape
-        if project is not None and any(ord(c) < 32 or ord(c) == 127 for c in project):
+        if project is not None and has_control_character(project):
             raise ValueError(
                 f"project {project!r} contains a control character; "
                 "use a plain name such as 'trade-desk'"

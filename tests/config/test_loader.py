@@ -1,6 +1,7 @@
 """The workflow file: a full document loads; every kind of mistake names file, line and fix."""
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -357,3 +358,19 @@ def test_a_project_id_with_control_characters_is_refused_at_its_line(project):
     message = _error(f"version: 1\nproject: {project}\n")
     assert message.startswith("workflow.yaml:2:") and "contains a control character" in message
     assert "use a plain name such as 'trade-desk'" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("folder", [b"desk\xff", b"desk\x1b[31m"])
+def test_a_folder_name_that_cannot_be_the_project_id_asks_for_project(tmp_path, folder):
+    # without `project:` the folder names the project: a name that is not UTF-8 (it comes back
+    # with lone surrogates) or holds a control character could name no scope
+    path = tmp_path / os.fsdecode(folder) / "animus.yaml"
+    path.parent.mkdir()
+    path.write_text("version: 1\n")
+    with pytest.raises(ConfigError) as caught:
+        load_workflow(path)
+    message = str(caught.value)
+    assert message.endswith("set `project:` in the file") and "\n" not in message
+    assert repr(os.fsdecode(folder)) in message
+    path.write_text("version: 1\nproject: desk\n")
+    assert load_workflow(path).project_id == "desk"

@@ -212,7 +212,7 @@ def test_an_agent_without_memory_enabled_is_a_configuration_error(workflow_file)
 
 def test_a_project_id_that_is_not_valid_unicode_exits_2_with_one_line(tmp_path):
     # without `project:` the folder names the project; a folder name that is not UTF-8 comes
-    # back with lone surrogates, which no scratchpad file can be named by
+    # back with lone surrogates, which no scope or scratchpad file can be named by
     folder = tmp_path / os.fsdecode(b"desk\xff")
     folder.mkdir()
     (folder / "animus.yaml").write_text(textwrap.dedent(WORKFLOW).replace("project: desk\n", ""))
@@ -226,8 +226,9 @@ def test_a_project_id_that_is_not_valid_unicode_exits_2_with_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        "error: scratchpad project_id 'desk\\udcff' contains the lone surrogate '\\udcff', "
-        "which is not valid Unicode; pass valid UTF-8 text"
+        "error: animus.yaml: without `project:` the project id is the folder name "
+        "'desk\\udcff', which is not valid UTF-8 or holds a control character; "
+        "set `project:` in the file"
     ]
     assert not (folder / ".animus").exists()
 
