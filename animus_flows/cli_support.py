@@ -33,8 +33,15 @@ def scope_from_flags(
     """The scope named by `--scope KIND` and the id flags; extra or missing ids are errors.
 
     Without `--project-id` the scope is in `default_project` (the workflow file's); an empty
-    id, `--project-id ""` included, is refused like any other.
+    id flag, `--project-id ""` included, is refused naming the flag.
     """
+    for flag, value in (
+        ("--project-id", project_id),
+        ("--agent-id", agent_id),
+        ("--task-id", task_id),
+    ):
+        if value == "":
+            raise ConfigError(f"{flag} is empty; pass an id or leave the flag out")
     if project_id is None:
         project_id = default_project
     if kind not in SCOPE_KINDS:

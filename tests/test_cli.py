@@ -237,8 +237,15 @@ def test_bad_input_is_one_line_and_the_right_exit_code(project, args, code, mess
 def test_an_empty_project_id_is_refused_not_replaced_by_the_files(project, command):
     result = invoke(*command, "--project-id", "")
     assert result.exit_code == 2, result.output
-    assert result.stderr == "error: scope project_id is empty; pass a non-empty string\n"
+    assert result.stderr == "error: --project-id is empty; pass an id or leave the flag out\n"
     assert invoke("memory", "get", "--scope", "project", "--key", "k").exit_code == 1
+
+
+@pytest.mark.parametrize("kind,flag", [("agent", "--agent-id"), ("task", "--task-id")])
+def test_an_empty_agent_or_task_id_names_its_flag(project, kind, flag):
+    result = invoke("memory", "get", "--scope", kind, flag, "", "--key", "k")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {flag} is empty; pass an id or leave the flag out\n"
 
 
 def test_run_refuses_an_empty_task_id(project):
