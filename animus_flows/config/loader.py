@@ -180,7 +180,7 @@ def workflow_warnings(wf: WorkflowFile) -> list[str]:
             where = f"{owner}.memory_bindings[{index}]"
             if binding.plugin not in wf.stores:
                 warnings.append(
-                    f"{where}: plugin {binding.plugin!r} is not under stores:; it will be looked "
+                    f"{where}: plugin {binding.plugin!r} is not under `stores`; it will be looked "
                     "up as a saved Prefect block and is a no-op if none matches"
                 )
             if binding.key is not None and binding.query_strategy != "key":

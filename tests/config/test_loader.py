@@ -311,7 +311,7 @@ def test_secret_values_never_appear_in_errors():
 def test_plugins_missing_from_stores_are_warnings_not_errors():
     text = FULL.replace("plugin: memory-zep", "plugin: memory-confluence")
     warnings = workflow_warnings(parse_workflow(text))
-    assert len(warnings) == 1 and "'memory-confluence' is not under stores:" in warnings[0]
+    assert len(warnings) == 1 and "'memory-confluence' is not under `stores`;" in warnings[0]
 
 
 def test_a_key_template_beside_another_strategy_is_ignored_with_a_warning():

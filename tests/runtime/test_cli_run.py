@@ -51,7 +51,7 @@ def test_run_json_prints_exactly_the_summary(project):
     assert summary["workflow"] == "research"
     assert summary["phases"][0]["memory_context"]["items"][0]["key"] == "fx"
     assert summary["budget"]["flow_tokens"] == 2000
-    assert "plugin 'nowhere' is not under stores:" in result.stderr
+    assert "plugin 'nowhere' is not under `stores`;" in result.stderr
 
 
 def test_run_text_shows_what_each_phase_received(project):
