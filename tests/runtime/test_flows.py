@@ -371,3 +371,20 @@ async def test_concurrent_runs_in_one_process_each_run_their_own_phases(workflow
         assert [phase["id"] for phase in summary["phases"]] == ["research", "plan"]
         for phase in summary["phases"]:
             assert f"{phase['id']} for {task_id}" in str(phase["output"])
+
+
+async def test_audit_lines_of_two_runs_of_one_task_carry_their_own_flow_run_id(workflow):
+    research = workflow_flow(workflow, "research")
+    runs = await asyncio.gather(research(task_id="SAME"), research(task_id="SAME"))
+    run_ids = [summary["flow_run_id"] for summary in runs]
+    assert None not in run_ids and run_ids[0] != run_ids[1]
+    lines = [
+        json.loads(line) for line in (workflow.base_dir / "audit.jsonl").read_text().splitlines()
+    ]
+    by_run = {run_id: [e for e in lines if e["flow_run_id"] == run_id] for run_id in run_ids}
+    assert sum(len(events) for events in by_run.values()) == len(lines)
+    for events in by_run.values():
+        # each run audits the same operations: 4 bindings in research, 4 in plan
+        assert len(events) == 8 and {e["task_id"] for e in events} == {"SAME"}
+    async with get_client() as client:
+        assert {str((await client.read_flow_run(i)).id) for i in run_ids} == set(run_ids)
