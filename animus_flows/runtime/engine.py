@@ -24,7 +24,7 @@ from animus_flows.audit import (
     unwritable_reason,
 )
 from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
-from animus_flows.config.models import CommandRunner, PhaseConfig, WorkflowFile
+from animus_flows.config.models import CommandRunner, PhaseConfig, PythonRunner, WorkflowFile
 from animus_flows.contract import MemoryContext, RuntimeContract
 from animus_flows.errors import ConfigError
 from animus_flows.hooks import BUILTIN_HOOKS
@@ -51,6 +51,15 @@ Hook = Callable[[PhaseContext], Awaitable[None] | None]
 
 
 @dataclass(frozen=True)
+class LoadedRunner:
+    """An imported Python runner, its import path (for messages) and its deadline, if any."""
+
+    target: Callable[..., Any]
+    path: str
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
 class CompiledWorkflow:
     """A workflow with every hook and runner imported: import errors surface before phase 1."""
 
@@ -58,7 +67,7 @@ class CompiledWorkflow:
     name: str
     pre_hooks: list[tuple[str, Hook]]
     post_hooks: list[tuple[str, Hook]]
-    runners: dict[str, Callable[..., Any] | CommandRunner]
+    runners: dict[str, LoadedRunner | CommandRunner]
 
     @property
     def phases(self) -> list[PhaseConfig]:
@@ -117,16 +126,20 @@ def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> Compile
             loaded.append((hook, target))
         return loaded
 
-    runners: dict[str, Callable[..., Any] | CommandRunner] = {}
+    runners: dict[str, LoadedRunner | CommandRunner] = {}
     for phase in workflow.workflows[name].phases:
         spec = workflow.agents[phase.agent].runner
         if phase.agent not in runners:
             if isinstance(spec, CommandRunner):
                 runners[phase.agent] = spec
                 continue
+            path, timeout_s = (
+                (spec.python, spec.timeout_s) if isinstance(spec, PythonRunner) else (spec, None)
+            )
             what = f"runner of agent {phase.agent!r}"
-            runners[phase.agent] = import_callable(spec, workflow.base_dir, what=what)
-            check_takes_one_argument(runners[phase.agent], f"{what} {spec!r}", "contract")
+            target = import_callable(path, workflow.base_dir, what=what)
+            check_takes_one_argument(target, f"{what} {path!r}", "contract")
+            runners[phase.agent] = LoadedRunner(target, path, timeout_s)
     return CompiledWorkflow(
         workflow,
         name,
@@ -278,7 +291,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
             ctx.output = await run_command_runner(runner, contract, workflow.base_dir)
         else:
             ctx.output = await call_python_runner(
-                runner, str(workflow.agents[phase.agent].runner), contract
+                runner.target, runner.path, contract, timeout_s=runner.timeout_s
             )
     for name, hook in compiled.post_hooks:
         await _call_hook("post_phase", name, hook, ctx)

@@ -344,6 +344,66 @@ def test_unimportable_runners_and_hooks_fail_at_load(tmp_path, workflow, old, ne
         workflow_flow(wf, "research")
 
 
+@pytest.mark.parametrize(
+    "runner", ["agent.py:run", "{python: agent.py:run}", "{python: agent.py:run, timeout_s: 30}"]
+)
+async def test_a_python_runner_may_have_a_deadline_or_none(tmp_path, workflow, runner):
+    (tmp_path / "agent.py").write_text("def run(contract):\n    return contract.phase_id\n")
+    wf = _with(tmp_path, "  analyst:\n", f"  analyst:\n    runner: {runner}\n")
+    summary = await workflow_flow(wf, "research")(task_id="T")
+    assert [p["output"] for p in summary["phases"]] == ["research", "plan"]
+
+
+async def test_an_async_runner_past_its_deadline_is_cancelled_and_fails_its_phase(
+    tmp_path, workflow
+):
+    (tmp_path / "agent.py").write_text(
+        "import asyncio, pathlib\n"
+        "async def run(contract):\n"
+        "    try:\n"
+        "        await asyncio.Event().wait()\n"
+        "    except asyncio.CancelledError:\n"
+        "        pathlib.Path(__file__).with_name('cancelled').touch()\n"
+        "        raise\n"
+    )
+    wf = _with(
+        tmp_path, "  analyst:\n", "  analyst:\n    runner: {python: agent.py:run, timeout_s: 0.2}\n"
+    )
+    with pytest.raises(
+        PhaseFailed,
+        match="^runner 'agent.py:run' did not finish within timeout_s 0.2 in phase 'research'; "
+        "it was cancelled$",
+    ):
+        await workflow_flow(wf, "research")(task_id="T")
+    assert (tmp_path / "cancelled").exists()
+
+
+async def test_a_sync_runner_past_its_deadline_fails_its_phase_and_is_left_to_finish(
+    tmp_path, workflow
+):
+    (tmp_path / "agent.py").write_text(
+        "import pathlib, time\n"
+        "def run(contract):\n"
+        "    time.sleep(2)\n"
+        "    pathlib.Path(__file__).with_name('finished').touch()\n"
+    )
+    wf = _with(
+        tmp_path, "  analyst:\n", "  analyst:\n    runner: {python: agent.py:run, timeout_s: 0.2}\n"
+    )
+    with pytest.raises(
+        PhaseFailed,
+        match="^runner 'agent.py:run' did not finish within timeout_s 0.2 in phase 'research'; "
+        r"its thread was abandoned \(a thread cannot be stopped\)$",
+    ):
+        await workflow_flow(wf, "research")(task_id="T")
+    assert not (tmp_path / "finished").exists()  # the phase failed before the runner ended
+    for _ in range(100):  # the abandoned thread runs on to its end
+        if (tmp_path / "finished").exists():
+            break
+        await asyncio.sleep(0.05)
+    assert (tmp_path / "finished").exists()
+
+
 def test_an_unknown_workflow_name_is_a_config_error(workflow):
     with pytest.raises(ConfigError, match="no workflow 'nope'.*defines research"):
         workflow_flow(workflow, "nope")
