@@ -188,6 +188,7 @@ class RunState:
     plugins: PluginRegistry
     outbox: Outbox | None = None
     results: list[PhaseResult] = field(default_factory=list)
+    log: logging.Logger | logging.LoggerAdapter[Any] = logger  # the flow run's, in Prefect
 
     @classmethod
     def start(
@@ -197,6 +198,7 @@ class RunState:
         flow_run_id: str | None,
         sinks: list[AuditSink],
         outbox: Outbox | None,
+        log: logging.Logger | logging.LoggerAdapter[Any] = logger,
     ) -> RunState:
         workflow = compiled.workflow
         if workflow.audit.path:
@@ -210,6 +212,7 @@ class RunState:
             audit=AuditTrail(sinks),
             plugins=PluginRegistry(workflow),
             outbox=outbox,
+            log=log,
         )
 
     def sending(self) -> contextlib.AbstractAsyncContextManager[None]:
@@ -232,6 +235,22 @@ class RunState:
 
 def render_prompt(template: str, fields: dict[str, str]) -> str:
     return template.format(**fields)
+
+
+def charge_prompt(state: RunState, phase_id: str, tokens: int, note: str = "") -> None:
+    """Deduct a phase's prompt tokens. The runner gets the whole prompt, so a prompt over the
+    phase cap or the flow's remainder is charged in full, but never silently: the run's log
+    warns and the ledger line says which cap it broke."""
+    overruns = state.budget.overruns(phase_id, tokens)
+    if overruns:
+        state.log.warning(
+            "phase %r: %d prompt tokens%s are %s; charged in full, the runner gets all of them",
+            phase_id,
+            tokens,
+            f" ({note})" if note else "",
+            " and ".join(overruns),
+        )
+    state.budget.deduct(phase_id, "prompt", tokens, note="; ".join(filter(None, [note, *overruns])))
 
 
 async def _call_hook(stage: str, name: str, hook: Hook, ctx: PhaseContext) -> None:
@@ -264,7 +283,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         flow_run_id=state.flow_run_id,
         prompt=render_prompt(phase.prompt, fields),
     )
-    state.budget.deduct(phase.id, "prompt", state.counter.count(contract.prompt))
+    charge_prompt(state, phase.id, state.counter.count(contract.prompt))
     contract.budget = state.budget.snapshot(phase.id)
     ctx = PhaseContext(
         workflow,
@@ -283,7 +302,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
     if contract.prompt != counted:  # a hook rewrote it: charge what the runner will get
         grown = state.counter.count(contract.prompt) - state.counter.count(counted)
         if grown > 0:
-            state.budget.deduct(phase.id, "prompt", grown, note="prompt grown by pre-phase hooks")
+            charge_prompt(state, phase.id, grown, note="prompt grown by pre-phase hooks")
             contract.budget = state.budget.snapshot(phase.id)
     runner = compiled.runners[phase.agent]
     async with state.sending():

@@ -11,8 +11,11 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
+    LogFilter,
+    LogFilterFlowRunId,
 )
 from prefect.events.filters import EventFilter, EventNameFilter, EventRelatedFilter
+from prefect.logging.handlers import APILogHandler
 
 from animus_flows import run_workflow, workflow_flow
 from animus_flows.budget import shared_counter
@@ -448,3 +451,57 @@ async def test_audit_lines_of_two_runs_of_one_task_carry_their_own_flow_run_id(w
         assert len(events) == 8 and {e["task_id"] for e in events} == {"SAME"}
     async with get_client() as client:
         assert {str((await client.read_flow_run(i)).id) for i in run_ids} == set(run_ids)
+
+
+SPENDING = """
+version: 1
+project: desk
+stores:
+  # a plugin that cannot start: querying it would audit the binding as an error
+  remote: {type: jsonrpc, command: [./no-such-plugin]}
+budget: {flow_tokens: FLOW, phase_tokens: PHASE}
+audit: {path: audit.jsonl}
+agents:
+  analyst:
+    memory_bindings: [{plugin: remote, binding: market}]
+workflows:
+  research:
+    phases:
+      - {id: research, agent: analyst, prompt: "EUR/USD research for {task_id}"}
+"""
+
+
+@pytest.mark.parametrize(
+    "flow,phase,over,spent",
+    [
+        (100, 5, "over the phase cap (5 of phase_tokens 5 left)", "the phase cap"),
+        (5, "null", "over the flow budget (5 of flow_tokens 5 left)", "the flow budget"),
+    ],
+)
+async def test_a_prompt_past_a_cap_is_charged_with_a_warning_and_no_store_is_queried(
+    tmp_path, flow, phase, over, spent
+):
+    text = SPENDING.replace("FLOW", str(flow)).replace("PHASE", str(phase))
+    wf = write_workflow(tmp_path, text)
+    summary = await workflow_flow(wf, "research")(task_id="T-1")
+    tokens = shared_counter().count("EUR/USD research for T-1")
+    assert tokens > 5 and summary["budget"]["used"] == tokens
+    flow_run_id = summary["flow_run_id"]
+    await APILogHandler.aflush()
+    async with get_client() as client:
+        logs = await client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+    warnings = [log.message for log in logs if log.level == 30 and "prompt tokens" in log.message]
+    assert warnings == [
+        f"phase 'research': {tokens} prompt tokens are {over}; charged in full, "
+        "the runner gets all of them"
+    ]
+    ledger = (await read_artifacts(flow_run_id))["token-budget-research"].data
+    assert f"| 1 | research | prompt |  | {tokens} | {over} |" in ledger
+    (event,) = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert (event["binding"], event["op"], event["status"], event["result_count"]) == (
+        "market",
+        "query",
+        "ok",
+        0,
+    )
+    assert event["detail"] == f"not queried: {spent} is spent"
