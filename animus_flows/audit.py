@@ -1,6 +1,7 @@
 """Audit events for every memory operation, and the fan-out to wherever they are recorded.
 
-A `MemoryOpEvent` carries seed 000's fields plus `status` and `detail`. `AuditTrail` hands each
+A `MemoryOpEvent` carries seed 000's fields plus `status`, `detail` and the Prefect
+`flow_run_id`. `AuditTrail` hands each
 event to its sinks (logs, Prefect events, artifacts, a JSONL file). Events hold ids, sizes and
 counts, never values, and `detail` passes through secret redaction before any sink sees it.
 """
@@ -30,7 +31,11 @@ logger = logging.getLogger("animus_flows.audit")
 
 @dataclass(frozen=True)
 class MemoryOpEvent:
-    """One memory operation, as a person debugging a run wants to see it."""
+    """One memory operation, as a person debugging a run wants to see it.
+
+    `flow_run_id` tells apart two runs of the same task; it is None outside a Prefect flow run
+    (the CLI's `animus memory` commands, the Python API).
+    """
 
     op: Op
     plugin_id: str
@@ -39,6 +44,7 @@ class MemoryOpEvent:
     phase_id: str | None = None
     agent_id: str | None = None
     task_id: str | None = None
+    flow_run_id: str | None = None
     bytes_in: int = 0
     bytes_out: int = 0
     tokens_deducted: int = 0

@@ -276,6 +276,22 @@ class TokenBudget:
         ]
         return min(known) if known else None
 
+    def overruns(self, phase_id: str, tokens: int) -> list[str]:
+        """The caps that `tokens` more in `phase_id` would break, as a person reads them
+        (e.g. `over the phase cap (20 of phase_tokens 20 left)`); empty when they fit."""
+        overruns = []
+        phase_left = self.phase_remaining(phase_id)
+        if phase_left is not None and tokens > phase_left:
+            overruns.append(
+                f"over the phase cap ({phase_left} of phase_tokens {self.phase_tokens} left)"
+            )
+        flow_left = self.flow_remaining()
+        if flow_left is not None and tokens > flow_left:
+            overruns.append(
+                f"over the flow budget ({flow_left} of flow_tokens {self.flow_tokens} left)"
+            )
+        return overruns
+
     def deduct(
         self,
         phase_id: str,

@@ -24,6 +24,7 @@ AUDIT_ENV = {
     "agent_id": "ANIMUS_AGENT_ID",
     "phase_id": "ANIMUS_PHASE_ID",
     "task_id": "ANIMUS_TASK_ID",
+    "flow_run_id": "ANIMUS_FLOW_RUN_ID",
 }
 
 
@@ -63,10 +64,12 @@ def binding_server(
     agent_id: str | None = None,
     phase_id: str | None = None,
     task_id: str | None = None,
+    flow_run_id: str | None = None,
 ) -> dict[str, Any]:
     """The entry that runs `animus mcp binding` pinned to `binding` and `scope`.
 
-    `agent_id`, `phase_id` and `task_id` go into the environment as audit context. A plugin
+    `agent_id`, `phase_id`, `task_id` and `flow_run_id` go into the environment as audit
+    context. A plugin
     that is not a store of the file is a saved Prefect block: the server then needs the
     Prefect API, so PREFECT_API_URL is passed on when it is set (never an API key).
     """
@@ -77,7 +80,12 @@ def binding_server(
     if binding.scope.kind == "task" and scope.task_id is not None:
         args += ["--task-id", scope.task_id]
     args += ["--binding", binding.binding, "--workflow-file", str(workflow_file)]
-    context = {"agent_id": agent_id, "phase_id": phase_id, "task_id": task_id}
+    context = {
+        "agent_id": agent_id,
+        "phase_id": phase_id,
+        "task_id": task_id,
+        "flow_run_id": flow_run_id,
+    }
     env = {AUDIT_ENV[name]: value for name, value in context.items() if value}
     spec = workflow.stores.get(binding.plugin)
     if (spec is None or isinstance(spec, BlockRef)) and os.environ.get("PREFECT_API_URL"):

@@ -63,6 +63,7 @@ class PhaseContext:
                 phase_id=self.phase.id,
                 agent_id=self.contract.agent_id,
                 task_id=self.contract.task_id,
+                flow_run_id=self.contract.flow_run_id,
                 **fields,
             )
         )

@@ -58,6 +58,7 @@ async def offer_binding_servers(ctx: PhaseContext) -> None:
             agent_id=ctx.contract.agent_id,
             phase_id=ctx.phase.id,
             task_id=ctx.contract.task_id,
+            flow_run_id=ctx.contract.flow_run_id,
         )
         add_server(ctx.contract.mcp_servers, binding_server_name(binding.binding), entry)
 

@@ -3,7 +3,9 @@
 DESIGN.md section 5: resolve the agent's and the workflow's bindings for this phase, query them
 concurrently each under its deadline, keep only egress-safe (PUBLIC) items, disclose HOT before
 WARM before COLD within each binding's budget, the phase cap and the flow budget, put the
-survivors on `contract.memory_context`, and audit every query. Bindings with
+survivors on `contract.memory_context`, and audit every query. When the phase cap or the flow
+budget is already spent, nothing could be injected: no store is resolved or queried, and each
+binding is audited with the reason. Bindings with
 `query_strategy: none` inject nothing: they are offered to the agent as MCP servers instead.
 """
 
@@ -35,6 +37,7 @@ class Fetch:
     op: str
     hits: list[QueryHit] = field(default_factory=list)
     status: str = "ok"
+    queried: bool = True
     notes: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
     bytes_in: int = 0
@@ -66,16 +69,34 @@ def admissible(binding: MemoryBinding, hit: QueryHit) -> str | None:
     return None
 
 
+def spent_budget(ctx: PhaseContext) -> str | None:
+    """Which budget leaves this phase no tokens to inject (`the flow budget`, `the phase
+    cap`), or None when some room is left."""
+    if ctx.budget.flow_remaining() == 0:
+        return "the flow budget"
+    if ctx.budget.phase_remaining(ctx.phase.id) == 0:
+        return "the phase cap"
+    return None
+
+
 async def _fetch(
-    ctx: PhaseContext, binding: MemoryBinding, store: MemoryStore | str | None
+    ctx: PhaseContext,
+    binding: MemoryBinding,
+    store: MemoryStore | str | None,
+    spent: str | None = None,
 ) -> Fetch:
-    """Query one binding's store under its deadline; `store` is a resolution error when a str."""
+    """Query one binding's store under its deadline; `store` is a resolution error when a str.
+    With `spent` (see `spent_budget`) the store is not queried."""
     op = "get" if binding.query_strategy == "key" else "query"
     try:
         scope = ctx.scope_for(binding)
     except ValueError as exc:
         return Fetch(binding, None, op, status="error", notes=[str(exc)])
     fetch = Fetch(binding, scope, op)
+    if spent is not None:
+        fetch.queried = False
+        fetch.notes.append(f"not queried: {spent} is spent")
+        return fetch
     if isinstance(store, str):
         fetch.status = "error"
         fetch.notes.append(store)
@@ -142,13 +163,16 @@ async def memory_bindings(ctx: PhaseContext) -> None:
     bindings = [
         b for b in ctx.bindings if b.read and b.query_strategy != "none" and b.applies_to(phase_id)
     ]
+    # Nothing fits once a budget is spent: resolving (a saved block is an API call) and
+    # querying the stores would only cost the phase latency.
+    spent = spent_budget(ctx)
     stores: dict[str, MemoryStore | str | None] = {}
-    for plugin in dict.fromkeys(b.plugin for b in bindings):
+    for plugin in dict.fromkeys(b.plugin for b in bindings if spent is None):
         try:
             stores[plugin] = await ctx.plugins.resolve(plugin)
         except AnimusError as exc:  # e.g. a saved block that no longer loads: degrade
             stores[plugin] = str(exc)
-    fetches = await asyncio.gather(*(_fetch(ctx, b, stores[b.plugin]) for b in bindings))
+    fetches = await asyncio.gather(*(_fetch(ctx, b, stores.get(b.plugin), spent) for b in bindings))
     candidates = _candidates(fetches)
     result = pack(
         candidates,
@@ -189,7 +213,7 @@ def _audit(ctx: PhaseContext, fetch: Fetch, tokens: int, result: PackResult) -> 
         if drop.candidate.binding == label:
             dropped[drop.reason] = dropped.get(drop.reason, 0) + 1
     notes = list(fetch.notes)
-    if fetch.status == "ok":
+    if fetch.status == "ok" and fetch.queried:
         injected = sum(1 for p in result.selected if p.candidate.binding == label)
         notes.insert(0, f"injected {injected}")
         notes += [f"{count} dropped: {reason}" for reason, count in dropped.items()]

@@ -339,3 +339,16 @@ def test_counts_are_cached_by_text_and_the_cache_can_be_off():
     assert (info.hits, info.misses, info.maxsize) == (2, 2, 2)
     uncached = TokenCounter("cl100k_base", cache_size=0)
     assert uncached.count("alpha beta") == 2 and not hasattr(uncached._count, "cache_info")
+
+
+def test_overruns_name_each_cap_a_deduction_would_break():
+    budget = TokenBudget(flow_tokens=30, phase_tokens=20)
+    budget.deduct("research", "prompt", 15)
+    assert budget.overruns("research", 5) == []
+    assert budget.overruns("research", 6) == ["over the phase cap (5 of phase_tokens 20 left)"]
+    assert budget.overruns("plan", 16) == ["over the flow budget (15 of flow_tokens 30 left)"]
+    assert budget.overruns("plan", 21) == [
+        "over the phase cap (20 of phase_tokens 20 left)",
+        "over the flow budget (15 of flow_tokens 30 left)",
+    ]
+    assert TokenBudget().overruns("research", 10**6) == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import string
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -18,6 +18,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     StrictBool,
+    ValidationError,
     ValidatorFunctionWrapHandler,
     field_validator,
 )
@@ -36,6 +37,9 @@ TierName = Literal["hot", "warm", "cold"]
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+ModelT = TypeVar("ModelT", bound=Model)
 
 
 def template_fields(template: str) -> list[str]:
@@ -195,6 +199,37 @@ class CommandRunner(Model):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+def check_import_path(path: str) -> str:
+    """`path` if it reads `module:function` (or `file.py:function`); else a ValueError."""
+    module, sep, function = path.rpartition(":")
+    if not sep or not module or not function.isidentifier():
+        raise ValueError(
+            f"runner {path!r} is not an import path; write 'package.module:function'"
+            " or 'path/to/file.py:function'"
+        )
+    return path
+
+
+class PythonRunner(Model):
+    """A Python runner with a deadline: `{python: "module:function", timeout_s: 600}`.
+
+    The plain string form `runner: "module:function"` is the same runner without one.
+    """
+
+    python: str = Field(
+        description="The runner's import path: 'package.module:function', or "
+        "'path/to/file.py:function' relative to the workflow file."
+    )
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds the runner may take; past them the phase fails. None: no deadline.",
+    )
+
+    _python = field_validator("python")(check_import_path)
+
+
 class MemoryLoaderConfig(Model):
     """The memory loader's settings for one agent (seed 002); every field is optional."""
 
@@ -212,31 +247,56 @@ class MemoryLoaderConfig(Model):
     )
 
 
+def _validate_member(model: type[ModelT], value: dict[str, object]) -> ModelT:
+    """`model.model_validate(value)` with its errors located under the model's name, the way
+    pydantic locates a union member's errors: the loader drops the name from the path and
+    lists that model's keys when one is unknown."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        errors = [
+            {
+                "type": e["type"],
+                "loc": (model.__name__, *e["loc"]),
+                "input": e["input"],
+                "ctx": e.get("ctx", {}),
+            }
+            for e in exc.errors()
+        ]
+        raise ValidationError.from_exception_data(exc.title, errors) from None  # type: ignore[arg-type]
+
+
 class AgentConfig(Model):
-    runner: str | CommandRunner = "animus_flows.runners:echo"
+    runner: str | PythonRunner | CommandRunner = "animus_flows.runners:echo"
     memory: ScratchpadConfig = ScratchpadConfig()
     memory_bindings: list[MemoryBinding] = Field(default_factory=list)
     memory_loader: MemoryLoaderConfig = MemoryLoaderConfig()
 
     @field_validator("runner", mode="wrap")
     @classmethod
-    def _runner(cls, runner: object, validate: ValidatorFunctionWrapHandler) -> str | CommandRunner:
+    def _runner(
+        cls, runner: object, validate: ValidatorFunctionWrapHandler
+    ) -> str | PythonRunner | CommandRunner:
         # The value's shape picks the member, so a mistake gets one message about that member,
         # not one per member of the union.
-        if isinstance(runner, dict):
-            return CommandRunner.model_validate(runner)
-        if not isinstance(runner, str | CommandRunner):
+        if isinstance(runner, dict) and "command" in runner:
+            return _validate_member(CommandRunner, runner)
+        if isinstance(runner, dict) and "python" in runner:
+            return _validate_member(PythonRunner, runner)
+        if not isinstance(runner, str | PythonRunner | CommandRunner):
+            # a mapping's values are not quoted: a command runner's `env` may hold secrets
+            got = (
+                f"a mapping with keys {', '.join(repr(str(k)) for k in runner) or 'none'}"
+                if isinstance(runner, dict)
+                else repr(runner)
+            )
             raise ValueError(
-                "must be an import path such as 'package.module:function', or a mapping "
-                f"{{command: [...]}} for a process, got {runner!r}"
+                "must be an import path such as 'package.module:function', a mapping "
+                "{python: 'package.module:function', timeout_s: 600} for one with a deadline, "
+                f"or a mapping {{command: [...]}} for a process, got {got}"
             )
         if isinstance(runner, str):
-            module, sep, function = runner.rpartition(":")
-            if not sep or not module or not function.isidentifier():
-                raise ValueError(
-                    f"runner {runner!r} is not an import path; write 'package.module:function'"
-                    " or 'path/to/file.py:function'"
-                )
+            check_import_path(runner)
         return validate(runner)
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -147,15 +147,17 @@ class PutAnswer(BaseModel):
 
 @dataclass(frozen=True)
 class AuditContext:
-    """Who is calling: the phase's agent, phase and task, for the audit trail."""
+    """Who is calling: the phase's agent, phase, task and flow run, for the audit trail."""
 
     agent_id: str | None = None
     phase_id: str | None = None
     task_id: str | None = None
+    flow_run_id: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> AuditContext:
-        """Read ANIMUS_AGENT_ID, ANIMUS_PHASE_ID and ANIMUS_TASK_ID (set by the hook)."""
+        """Read ANIMUS_AGENT_ID, ANIMUS_PHASE_ID, ANIMUS_TASK_ID and ANIMUS_FLOW_RUN_ID (set by
+        the hook)."""
         return cls(**{name: environ.get(var) or None for name, var in AUDIT_ENV.items()})
 
 
@@ -178,7 +180,7 @@ class BindingService:
         self.audit = audit
         self.context = context or AuditContext()
         if self.context.agent_id is None and scope.agent_id is not None:
-            self.context = AuditContext(scope.agent_id, self.context.phase_id, self.context.task_id)
+            self.context = replace(self.context, agent_id=scope.agent_id)
         self.timeout_s = timeout_s or max(binding.timeout_ms, MIN_TIMEOUT_MS) / 1000
 
     async def query(self, text: str, top_k: int | None = None) -> QueryAnswer:
@@ -308,6 +310,7 @@ class _Op:
                 phase_id=context.phase_id,
                 agent_id=context.agent_id,
                 task_id=context.task_id,
+                flow_run_id=context.flow_run_id,
                 bytes_in=self.bytes_in,
                 bytes_out=0 if answer is None else len(canonical_json(answer).encode()),
                 result_count=result_count,

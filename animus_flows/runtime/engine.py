@@ -24,7 +24,7 @@ from animus_flows.audit import (
     unwritable_reason,
 )
 from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
-from animus_flows.config.models import CommandRunner, PhaseConfig, WorkflowFile
+from animus_flows.config.models import CommandRunner, PhaseConfig, PythonRunner, WorkflowFile
 from animus_flows.contract import MemoryContext, RuntimeContract
 from animus_flows.errors import ConfigError
 from animus_flows.hooks import BUILTIN_HOOKS
@@ -51,6 +51,15 @@ Hook = Callable[[PhaseContext], Awaitable[None] | None]
 
 
 @dataclass(frozen=True)
+class LoadedRunner:
+    """An imported Python runner, its import path (for messages) and its deadline, if any."""
+
+    target: Callable[..., Any]
+    path: str
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
 class CompiledWorkflow:
     """A workflow with every hook and runner imported: import errors surface before phase 1."""
 
@@ -58,7 +67,7 @@ class CompiledWorkflow:
     name: str
     pre_hooks: list[tuple[str, Hook]]
     post_hooks: list[tuple[str, Hook]]
-    runners: dict[str, Callable[..., Any] | CommandRunner]
+    runners: dict[str, LoadedRunner | CommandRunner]
 
     @property
     def phases(self) -> list[PhaseConfig]:
@@ -117,16 +126,20 @@ def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> Compile
             loaded.append((hook, target))
         return loaded
 
-    runners: dict[str, Callable[..., Any] | CommandRunner] = {}
+    runners: dict[str, LoadedRunner | CommandRunner] = {}
     for phase in workflow.workflows[name].phases:
         spec = workflow.agents[phase.agent].runner
         if phase.agent not in runners:
             if isinstance(spec, CommandRunner):
                 runners[phase.agent] = spec
                 continue
+            path, timeout_s = (
+                (spec.python, spec.timeout_s) if isinstance(spec, PythonRunner) else (spec, None)
+            )
             what = f"runner of agent {phase.agent!r}"
-            runners[phase.agent] = import_callable(spec, workflow.base_dir, what=what)
-            check_takes_one_argument(runners[phase.agent], f"{what} {spec!r}", "contract")
+            target = import_callable(path, workflow.base_dir, what=what)
+            check_takes_one_argument(target, f"{what} {path!r}", "contract")
+            runners[phase.agent] = LoadedRunner(target, path, timeout_s)
     return CompiledWorkflow(
         workflow,
         name,
@@ -175,6 +188,7 @@ class RunState:
     plugins: PluginRegistry
     outbox: Outbox | None = None
     results: list[PhaseResult] = field(default_factory=list)
+    log: logging.Logger | logging.LoggerAdapter[Any] = logger  # the flow run's, in Prefect
 
     @classmethod
     def start(
@@ -184,6 +198,7 @@ class RunState:
         flow_run_id: str | None,
         sinks: list[AuditSink],
         outbox: Outbox | None,
+        log: logging.Logger | logging.LoggerAdapter[Any] = logger,
     ) -> RunState:
         workflow = compiled.workflow
         if workflow.audit.path:
@@ -197,6 +212,7 @@ class RunState:
             audit=AuditTrail(sinks),
             plugins=PluginRegistry(workflow),
             outbox=outbox,
+            log=log,
         )
 
     def sending(self) -> contextlib.AbstractAsyncContextManager[None]:
@@ -219,6 +235,22 @@ class RunState:
 
 def render_prompt(template: str, fields: dict[str, str]) -> str:
     return template.format(**fields)
+
+
+def charge_prompt(state: RunState, phase_id: str, tokens: int, note: str = "") -> None:
+    """Deduct a phase's prompt tokens. The runner gets the whole prompt, so a prompt over the
+    phase cap or the flow's remainder is charged in full, but never silently: the run's log
+    warns and the ledger line says which cap it broke."""
+    overruns = state.budget.overruns(phase_id, tokens)
+    if overruns:
+        state.log.warning(
+            "phase %r: %d prompt tokens%s are %s; charged in full, the runner gets all of them",
+            phase_id,
+            tokens,
+            f" ({note})" if note else "",
+            " and ".join(overruns),
+        )
+    state.budget.deduct(phase_id, "prompt", tokens, note="; ".join(filter(None, [note, *overruns])))
 
 
 async def _call_hook(stage: str, name: str, hook: Hook, ctx: PhaseContext) -> None:
@@ -251,7 +283,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         flow_run_id=state.flow_run_id,
         prompt=render_prompt(phase.prompt, fields),
     )
-    state.budget.deduct(phase.id, "prompt", state.counter.count(contract.prompt))
+    charge_prompt(state, phase.id, state.counter.count(contract.prompt))
     contract.budget = state.budget.snapshot(phase.id)
     ctx = PhaseContext(
         workflow,
@@ -270,7 +302,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
     if contract.prompt != counted:  # a hook rewrote it: charge what the runner will get
         grown = state.counter.count(contract.prompt) - state.counter.count(counted)
         if grown > 0:
-            state.budget.deduct(phase.id, "prompt", grown, note="prompt grown by pre-phase hooks")
+            charge_prompt(state, phase.id, grown, note="prompt grown by pre-phase hooks")
             contract.budget = state.budget.snapshot(phase.id)
     runner = compiled.runners[phase.agent]
     async with state.sending():
@@ -278,7 +310,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
             ctx.output = await run_command_runner(runner, contract, workflow.base_dir)
         else:
             ctx.output = await call_python_runner(
-                runner, str(workflow.agents[phase.agent].runner), contract
+                runner.target, runner.path, contract, timeout_s=runner.timeout_s
             )
     for name, hook in compiled.post_hooks:
         await _call_hook("post_phase", name, hook, ctx)

@@ -94,6 +94,7 @@ async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, 
         flow_run_id,
         prefect_sinks(log, flow_run_id, compiled.name, outbox),
         outbox,
+        log,
     )
     try:
         for phase in compiled.phases:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import json
 import os
 import signal
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,18 +29,42 @@ class PhaseFailed(AnimusError):
 
 
 async def call_python_runner(
-    runner: Callable[..., Any], name: str, contract: RuntimeContract
+    runner: Callable[..., Any],
+    name: str,
+    contract: RuntimeContract,
+    *,
+    timeout_s: float | None = None,
 ) -> Any:
-    """Call `runner(contract)`; a sync runner runs in a thread so the event loop stays free."""
+    """Call `runner(contract)`; a sync runner runs in a thread so the event loop stays free.
+
+    Past `timeout_s` (None: no deadline) the phase fails: an async runner is cancelled; a sync
+    runner's thread cannot be stopped, so it is abandoned and runs on until it returns or the
+    process exits.
+    """
+    deadline = asyncio.timeout(timeout_s)
     try:
-        if inspect.iscoroutinefunction(runner):
-            output = await runner(contract)
-        else:
-            output = await asyncio.to_thread(runner, contract)
-            output = await output if inspect.isawaitable(output) else output
+        async with deadline:
+            if inspect.iscoroutinefunction(runner):
+                output = await runner(contract)
+            else:
+                if timeout_s is None:
+                    output = await asyncio.to_thread(runner, contract)
+                else:
+                    output = await _in_daemon_thread(runner, contract)
+                output = await output if inspect.isawaitable(output) else output
     except PhaseFailed:
         raise
     except (Exception, SystemExit) as exc:  # SystemExit: user code calling sys.exit()
+        if isinstance(exc, TimeoutError) and deadline.expired():
+            how = (
+                "it was cancelled"
+                if inspect.iscoroutinefunction(runner)
+                else "its thread was abandoned (a thread cannot be stopped)"
+            )
+            raise PhaseFailed(
+                f"runner {name!r} did not finish within timeout_s {timeout_s:g} in phase "
+                f"{contract.phase_id!r}; {how}"
+            ) from None
         raise user_code_failed(f"runner {name!r}", contract.phase_id, exc) from exc
     try:
         canonical_json(output)
@@ -49,6 +75,35 @@ async def call_python_runner(
             "JSON data (dicts, lists, strings, finite numbers, booleans, None)"
         ) from None
     return output
+
+
+def _in_daemon_thread(runner: Callable[..., Any], contract: RuntimeContract) -> asyncio.Future[Any]:
+    """`runner(contract)` in a new daemon thread, in a copy of this context (as
+    `asyncio.to_thread` does). Not in the loop's executor: its threads are joined when the loop
+    and the interpreter shut down, so a runner abandoned at its deadline would hold the process
+    open until it returned."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # cancelled at the deadline
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def work() -> None:
+        try:
+            result, error = context.run(runner, contract), None
+        except BaseException as exc:  # handed to the awaiting phase, like asyncio.to_thread
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name=f"animus-runner-{contract.phase_id}", daemon=True).start()
+    return future
 
 
 def user_code_failed(what: str, phase_id: str, exc: BaseException) -> PhaseFailed:

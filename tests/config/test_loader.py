@@ -207,7 +207,9 @@ def _mutate(old: str, new: str) -> str:
             "runner: animus_flows.runners:echo",
             "runner: 7",
             "agents.trade-analyst.runner: must be an import path such as "
-            "'package.module:function', or a mapping {command: [...]} for a process, got 7",
+            "'package.module:function', a mapping {python: 'package.module:function', "
+            "timeout_s: 600} for one with a deadline, or a mapping {command: [...]} for a "
+            "process, got 7",
         ),
         (
             "runner: animus_flows.runners:echo",
@@ -254,11 +256,76 @@ def test_each_mistake_is_one_located_line_with_a_fix(old, new, expected):
     assert all(line.startswith("workflow.yaml:") for line in message.splitlines())
 
 
-@pytest.mark.parametrize("runner", ["7", "[a, b]", "{command: []}", "{command: [x], timeout_s: 0}"])
+@pytest.mark.parametrize(
+    "runner",
+    [
+        "7",
+        "[a, b]",
+        "{command: []}",
+        "{command: [x], timeout_s: 0}",
+        "{python: 'm:run', timeout_s: 0}",
+        "{python: 'm:run', retries: 2}",
+    ],
+)
 def test_a_wrong_runner_is_one_message_about_the_shape_it_has(runner):
     message = _mutate("runner: animus_flows.runners:echo", f"runner: {runner}")
     assert len(message.splitlines()) == 1, message
-    assert "CommandRunner" not in message and ".str:" not in message
+    assert "Runner" not in message and ".str:" not in message
+
+
+@pytest.mark.parametrize(
+    "runner,expected",
+    [
+        (
+            "{python: 'm:run', timeout_s: 0}",
+            "16:42: agents.trade-analyst.runner.timeout_s: must be > 0",
+        ),
+        ("{python: 'm:run', timeout_s: -1}", "runner.timeout_s: must be > 0.0, got -1"),
+        (
+            "{python: 'm:run', timeout_s: .inf}",
+            "runner.timeout_s: must be a finite number, got inf",
+        ),
+        ("{python: 'm:run', timeout_s: x}", "runner.timeout_s: must be a number, got 'x'"),
+        (
+            "{python: 'm:run', timeout: 5}",
+            "16:31: agents.trade-analyst.runner.timeout: unknown key 'timeout'; "
+            "did you mean 'timeout_s'?",
+        ),
+        (
+            "{python: 'm:run', retries: 2}",
+            "runner.retries: unknown key 'retries'; expected one of: python, timeout_s",
+        ),
+        (
+            "{command: [x], retries: 2}",
+            "runner.retries: unknown key 'retries'; expected one of: command, timeout_s, env",
+        ),
+        (
+            "{timeout_s: 5}",
+            "16:13: agents.trade-analyst.runner: must be an import path such as "
+            "'package.module:function', a mapping {python: 'package.module:function', "
+            "timeout_s: 600} for one with a deadline, or a mapping {command: [...]} for a "
+            "process, got a mapping with keys 'timeout_s'",
+        ),
+        ("{python: echo}", "runner.python: runner 'echo' is not an import path"),
+    ],
+)
+def test_a_python_runner_mapping_is_checked_like_a_command_runner(runner, expected):
+    message = _mutate("runner: animus_flows.runners:echo", f"runner: {runner}")
+    assert message.startswith("workflow.yaml:") and expected in message, message
+
+
+def test_a_python_runner_may_be_a_string_or_a_mapping_with_a_deadline():
+    def runner(text):
+        return (
+            parse_workflow(FULL.replace("animus_flows.runners:echo", text))
+            .agents["trade-analyst"]
+            .runner
+        )
+
+    assert runner("my_pkg.agent:run") == "my_pkg.agent:run"  # the string form, unchanged
+    assert runner("{python: 'my_pkg.agent:run'}").timeout_s is None
+    spec = runner("{python: 'agents/run.py:run', timeout_s: 90}")
+    assert (spec.python, spec.timeout_s) == ("agents/run.py:run", 90)
 
 
 def test_several_mistakes_are_all_reported_in_file_order():
@@ -330,6 +397,11 @@ def test_json_schema_describes_the_file():
     assert schema["title"].startswith("animus-flows workflow file")
     assert {"version", "stores", "agents", "workflows", "budget"} <= set(schema["properties"])
     assert schema["additionalProperties"] is False
+    runner = json.dumps(schema["$defs"]["AgentConfig"]["properties"]["runner"])
+    assert "PythonRunner" in runner and "CommandRunner" in runner
+    python = schema["$defs"]["PythonRunner"]
+    assert python["required"] == ["python"] and python["additionalProperties"] is False
+    assert set(python["properties"]) == {"python", "timeout_s"}
 
 
 def test_an_agent_may_set_its_memory_loader_budget_and_sectors():

@@ -105,6 +105,7 @@ async def test_query_strategy_none_bindings_become_servers_instead_of_context(wo
         "ANIMUS_AGENT_ID": "analyst",
         "ANIMUS_PHASE_ID": "p",
         "ANIMUS_TASK_ID": "T-3",
+        "ANIMUS_FLOW_RUN_ID": "run-1",
     }
     journal = servers["animus-binding-journal"]["args"]
     assert journal[journal.index("--task-id") + 1] == "T-3"

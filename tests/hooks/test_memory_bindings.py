@@ -154,12 +154,39 @@ async def test_budgets_cap_the_injected_text(workflow):
     assert "over the phase budget" in events_by_binding(ctx)["market"].detail
 
 
-async def test_a_spent_flow_budget_injects_nothing_and_says_so(workflow):
-    budget = TokenBudget(flow_tokens=0)
-    ctx = phase_context(workflow, "research", "research", budget=budget)
+@pytest.mark.parametrize(
+    "caps,spent",
+    [
+        ({"flow_tokens": 0}, "the flow budget"),
+        ({"flow_tokens": 5000, "phase_tokens": 0}, "the phase cap"),
+        ({"flow_tokens": 0, "phase_tokens": 0}, "the flow budget"),
+    ],
+)
+async def test_a_spent_budget_injects_nothing_queries_nothing_and_says_so(workflow, caps, spent):
+    # a store that fails when queried: its binding would be audited as an error
+    text = WORKFLOW.replace("- plugin: missing-plugin", "- plugin: broken")
+    wf = write_workflow(workflow.base_dir, text, "broken.yaml")
+    ctx = phase_context(wf, "research", "research", budget=TokenBudget(**caps))
+    ctx.plugins.register("broken", SlowStore(fail=RuntimeError("queried")))
     await memory_bindings(ctx)
     assert ctx.contract.memory_context.items == [] and ctx.contract.memory_context.text == ""
-    assert "over the flow budget" in events_by_binding(ctx)["market"].detail
+    events = events_by_binding(ctx)
+    assert set(events) == {"market", "playbook", "wiki"}
+    assert {(e.op, e.status, e.result_count, e.detail) for e in events.values()} == {
+        ("query", "ok", 0, f"not queried: {spent} is spent")
+    }
+    assert ctx.budget.used() == 0
+
+
+async def test_a_budget_with_room_left_still_queries(workflow):
+    text = WORKFLOW.replace("- plugin: missing-plugin", "- plugin: broken")
+    wf = write_workflow(workflow.base_dir, text, "broken.yaml")
+    budget = TokenBudget(flow_tokens=5000, phase_tokens=10)
+    budget.deduct("research", "prompt", 9)
+    ctx = phase_context(wf, "research", "research", budget=budget)
+    ctx.plugins.register("broken", SlowStore(fail=RuntimeError("queried")))
+    await memory_bindings(ctx)
+    assert events_by_binding(ctx)["wiki"].status == "error"
 
 
 class SlowStore(BaseStore):

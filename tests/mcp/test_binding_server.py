@@ -49,7 +49,12 @@ workflows:
     phases: [{id: research, agent: analyst}]
 """
 
-ENV = {"ANIMUS_AGENT_ID": "analyst", "ANIMUS_PHASE_ID": "research", "ANIMUS_TASK_ID": "T-9"}
+ENV = {
+    "ANIMUS_AGENT_ID": "analyst",
+    "ANIMUS_PHASE_ID": "research",
+    "ANIMUS_TASK_ID": "T-9",
+    "ANIMUS_FLOW_RUN_ID": "run-7",
+}
 
 
 @pytest.fixture
@@ -135,10 +140,11 @@ async def test_a_read_only_binding_offers_query_and_get_and_returns_only_public_
     assert first["event"] == "memory_op" and first["binding"] == "wiki"
     assert first["plugin_id"] == "local"
     assert first["scope"] == {"project_id": "desk", "agent_id": None, "task_id": None}
-    assert (first["agent_id"], first["phase_id"], first["task_id"]) == (
+    assert (first["agent_id"], first["phase_id"], first["task_id"], first["flow_run_id"]) == (
         "analyst",
         "research",
         "T-9",
+        "run-7",
     )
     assert first["result_count"] == 2 and first["bytes_in"] == len("EUR/USD")
     assert first["bytes_out"] > 0 and first["latency_ms"] >= 0

@@ -116,6 +116,32 @@ def test_run_as_a_real_subprocess_keeps_stdout_clean(project, prefect_api):
     assert "Traceback" not in out.stderr and out.stdout == ""
 
 
+def test_a_hung_sync_runner_past_its_deadline_does_not_hold_the_process_open(project, prefect_api):
+    exe = Path(sys.executable).with_name("animus")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
+    env["PREFECT_API_URL"] = prefect_api
+    (project / "hung.yaml").write_text(
+        WORKFLOW.replace(
+            "  analyst:\n", "  analyst:\n    runner: {python: 'hung.py:run', timeout_s: 0.5}\n"
+        )
+    )
+    (project / "hung.py").write_text("import time\ndef run(contract):\n    time.sleep(600)\n")
+    out = subprocess.run(
+        [str(exe), "run", "hung.yaml"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,  # without the fix: the interpreter waits 600 s for the runner's thread
+    )
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: runner 'hung.py:run' did not finish within timeout_s 0.5 in phase 'research'; "
+        "its thread was abandoned (a thread cannot be stopped)"
+    )
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
 def test_an_unwritable_audit_path_is_a_configuration_error_before_anything_runs(project):
     (project / "taken").mkdir()
     (project / "audited.yaml").write_text(WORKFLOW + "audit: {path: taken}\n")

@@ -11,8 +11,11 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
+    LogFilter,
+    LogFilterFlowRunId,
 )
 from prefect.events.filters import EventFilter, EventNameFilter, EventRelatedFilter
+from prefect.logging.handlers import APILogHandler
 
 from animus_flows import run_workflow, workflow_flow
 from animus_flows.budget import shared_counter
@@ -344,6 +347,66 @@ def test_unimportable_runners_and_hooks_fail_at_load(tmp_path, workflow, old, ne
         workflow_flow(wf, "research")
 
 
+@pytest.mark.parametrize(
+    "runner", ["agent.py:run", "{python: agent.py:run}", "{python: agent.py:run, timeout_s: 30}"]
+)
+async def test_a_python_runner_may_have_a_deadline_or_none(tmp_path, workflow, runner):
+    (tmp_path / "agent.py").write_text("def run(contract):\n    return contract.phase_id\n")
+    wf = _with(tmp_path, "  analyst:\n", f"  analyst:\n    runner: {runner}\n")
+    summary = await workflow_flow(wf, "research")(task_id="T")
+    assert [p["output"] for p in summary["phases"]] == ["research", "plan"]
+
+
+async def test_an_async_runner_past_its_deadline_is_cancelled_and_fails_its_phase(
+    tmp_path, workflow
+):
+    (tmp_path / "agent.py").write_text(
+        "import asyncio, pathlib\n"
+        "async def run(contract):\n"
+        "    try:\n"
+        "        await asyncio.Event().wait()\n"
+        "    except asyncio.CancelledError:\n"
+        "        pathlib.Path(__file__).with_name('cancelled').touch()\n"
+        "        raise\n"
+    )
+    wf = _with(
+        tmp_path, "  analyst:\n", "  analyst:\n    runner: {python: agent.py:run, timeout_s: 0.2}\n"
+    )
+    with pytest.raises(
+        PhaseFailed,
+        match="^runner 'agent.py:run' did not finish within timeout_s 0.2 in phase 'research'; "
+        "it was cancelled$",
+    ):
+        await workflow_flow(wf, "research")(task_id="T")
+    assert (tmp_path / "cancelled").exists()
+
+
+async def test_a_sync_runner_past_its_deadline_fails_its_phase_and_is_left_to_finish(
+    tmp_path, workflow
+):
+    (tmp_path / "agent.py").write_text(
+        "import pathlib, time\n"
+        "def run(contract):\n"
+        "    time.sleep(2)\n"
+        "    pathlib.Path(__file__).with_name('finished').touch()\n"
+    )
+    wf = _with(
+        tmp_path, "  analyst:\n", "  analyst:\n    runner: {python: agent.py:run, timeout_s: 0.2}\n"
+    )
+    with pytest.raises(
+        PhaseFailed,
+        match="^runner 'agent.py:run' did not finish within timeout_s 0.2 in phase 'research'; "
+        r"its thread was abandoned \(a thread cannot be stopped\)$",
+    ):
+        await workflow_flow(wf, "research")(task_id="T")
+    assert not (tmp_path / "finished").exists()  # the phase failed before the runner ended
+    for _ in range(100):  # the abandoned thread runs on to its end
+        if (tmp_path / "finished").exists():
+            break
+        await asyncio.sleep(0.05)
+    assert (tmp_path / "finished").exists()
+
+
 def test_an_unknown_workflow_name_is_a_config_error(workflow):
     with pytest.raises(ConfigError, match="no workflow 'nope'.*defines research"):
         workflow_flow(workflow, "nope")
@@ -371,3 +434,74 @@ async def test_concurrent_runs_in_one_process_each_run_their_own_phases(workflow
         assert [phase["id"] for phase in summary["phases"]] == ["research", "plan"]
         for phase in summary["phases"]:
             assert f"{phase['id']} for {task_id}" in str(phase["output"])
+
+
+async def test_audit_lines_of_two_runs_of_one_task_carry_their_own_flow_run_id(workflow):
+    research = workflow_flow(workflow, "research")
+    runs = await asyncio.gather(research(task_id="SAME"), research(task_id="SAME"))
+    run_ids = [summary["flow_run_id"] for summary in runs]
+    assert None not in run_ids and run_ids[0] != run_ids[1]
+    lines = [
+        json.loads(line) for line in (workflow.base_dir / "audit.jsonl").read_text().splitlines()
+    ]
+    by_run = {run_id: [e for e in lines if e["flow_run_id"] == run_id] for run_id in run_ids}
+    assert sum(len(events) for events in by_run.values()) == len(lines)
+    for events in by_run.values():
+        # each run audits the same operations: 4 bindings in research, 4 in plan
+        assert len(events) == 8 and {e["task_id"] for e in events} == {"SAME"}
+    async with get_client() as client:
+        assert {str((await client.read_flow_run(i)).id) for i in run_ids} == set(run_ids)
+
+
+SPENDING = """
+version: 1
+project: desk
+stores:
+  # a plugin that cannot start: querying it would audit the binding as an error
+  remote: {type: jsonrpc, command: [./no-such-plugin]}
+budget: {flow_tokens: FLOW, phase_tokens: PHASE}
+audit: {path: audit.jsonl}
+agents:
+  analyst:
+    memory_bindings: [{plugin: remote, binding: market}]
+workflows:
+  research:
+    phases:
+      - {id: research, agent: analyst, prompt: "EUR/USD research for {task_id}"}
+"""
+
+
+@pytest.mark.parametrize(
+    "flow,phase,over,spent",
+    [
+        (100, 5, "over the phase cap (5 of phase_tokens 5 left)", "the phase cap"),
+        (5, "null", "over the flow budget (5 of flow_tokens 5 left)", "the flow budget"),
+    ],
+)
+async def test_a_prompt_past_a_cap_is_charged_with_a_warning_and_no_store_is_queried(
+    tmp_path, flow, phase, over, spent
+):
+    text = SPENDING.replace("FLOW", str(flow)).replace("PHASE", str(phase))
+    wf = write_workflow(tmp_path, text)
+    summary = await workflow_flow(wf, "research")(task_id="T-1")
+    tokens = shared_counter().count("EUR/USD research for T-1")
+    assert tokens > 5 and summary["budget"]["used"] == tokens
+    flow_run_id = summary["flow_run_id"]
+    await APILogHandler.aflush()
+    async with get_client() as client:
+        logs = await client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+    warnings = [log.message for log in logs if log.level == 30 and "prompt tokens" in log.message]
+    assert warnings == [
+        f"phase 'research': {tokens} prompt tokens are {over}; charged in full, "
+        "the runner gets all of them"
+    ]
+    ledger = (await read_artifacts(flow_run_id))["token-budget-research"].data
+    assert f"| 1 | research | prompt |  | {tokens} | {over} |" in ledger
+    (event,) = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert (event["binding"], event["op"], event["status"], event["result_count"]) == (
+        "market",
+        "query",
+        "ok",
+        0,
+    )
+    assert event["detail"] == f"not queried: {spent} is spent"
