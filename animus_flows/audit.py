@@ -156,11 +156,27 @@ class JsonlSink:
 
 
 class LoggerSink:
-    """One structured line per event on a logger (the flow run's logger inside Prefect)."""
+    """One structured line per event on a logger (the flow run's logger inside Prefect).
+
+    A line is stamped with the time the operation happened, not the time it is logged: inside
+    Prefect the audit is sent after the phase (see `runtime.sinks.Outbox`), and the UI orders
+    a run's logs by their time.
+    """
 
     def __init__(self, log: logging.Logger | logging.LoggerAdapter[Any]) -> None:
         self.log = log
 
     def record(self, event: MemoryOpEvent) -> None:
         level = logging.INFO if event.status in ("ok", "unmatched") else logging.WARNING
-        self.log.log(level, "memory_op %s", event.log_line)
+        log, extra = self.log, None
+        if isinstance(log, logging.LoggerAdapter):  # its context (Prefect's run ids) as extra
+            extra = log.process("", {})[1].get("extra")
+            log = log.logger
+        if not log.isEnabledFor(level):
+            return
+        record = log.makeRecord(
+            log.name, level, __file__, 0, "memory_op %s", (event.log_line,), None, extra=extra
+        )
+        record.created = datetime.fromisoformat(event.occurred).timestamp()
+        record.msecs = record.created % 1 * 1000
+        log.handle(record)

@@ -4,6 +4,7 @@ import asyncio
 import json
 import sys
 import textwrap
+from datetime import datetime
 
 import pytest
 from helpers import write_workflow
@@ -144,6 +145,31 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
         ("research", "market", "query"),
         ("plan", "journal", "put"),
     }
+
+
+async def test_memory_op_log_lines_carry_the_time_of_the_op_not_of_the_send(workflow):
+    # the audit is sent after the phases (the outbox), but the UI orders logs by their time:
+    # each line must sit inside its phase, before the phase's task run finished
+    summary = await workflow_flow(workflow, "research")(task_id="RES-LOG")
+    await APILogHandler.aflush()
+    async with get_client() as client:
+        logs = await client.read_logs(
+            LogFilter(flow_run_id=LogFilterFlowRunId(any_=[summary["flow_run_id"]]))
+        )
+        task_runs = {
+            run.id: run
+            for run in await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[summary["flow_run_id"]]))
+            )
+        }
+    ended = {run.name: run.end_time for run in task_runs.values()}
+    ops = [log for log in logs if log.message.startswith("memory_op ")]
+    assert len(ops) == 8
+    for log in ops:
+        event = json.loads(log.message.removeprefix("memory_op "))
+        assert log.timestamp == datetime.fromisoformat(event["occurred"])
+        assert log.timestamp <= ended[event["phase_id"]]
+        assert log.flow_run_id is not None and str(log.flow_run_id) == summary["flow_run_id"]
 
 
 async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
