@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from animus_flows.audit import MemoryOpEvent
-from animus_flows.budget import PackResult, TokenBudget
+from animus_flows.budget import CATEGORIES, PackResult, TokenBudget
 from animus_flows.contract import MemoryContext
 
 MAX_KEY_LENGTH = 96
@@ -105,6 +105,16 @@ def budget_markdown(workflow: str, budget: TokenBudget) -> str:
         "",
         f"Flow budget: {cap(budget.flow_tokens)}; per phase: {cap(budget.phase_tokens)}; "
         f"used: {budget.used()}; remaining: {cap(budget.flow_remaining())}.",
+        "",
+        f"| phase | {' | '.join(CATEGORIES)} | total |",
+        "| --- |" + " ---: |" * (len(CATEGORIES) + 1),
+    ]
+    for phase_id in dict.fromkeys(entry.phase_id for entry in budget.ledger):
+        spent = [budget.used(phase_id, category) for category in CATEGORIES]
+        lines.append(f"| {_cell(phase_id)} | {' | '.join(map(str, spent))} | {sum(spent)} |")
+    lines += [
+        "",
+        "Every deduction, in order:",
         "",
         "| # | phase | category | binding | tokens | note |",
         "| ---: | --- | --- | --- | ---: | --- |",

@@ -1,0 +1,32 @@
+"""The markdown a person reads in the Prefect UI: the token-budget ledger."""
+
+from animus_flows.budget import TokenBudget
+from animus_flows.runtime.artifacts import budget_markdown
+
+
+def test_the_budget_ledger_totals_each_phase_before_listing_every_deduction():
+    budget = TokenBudget(flow_tokens=6000, phase_tokens=2500)
+    budget.deduct("research", "prompt", 16)
+    budget.deduct("research", "memory", 80, binding="playbook")
+    budget.deduct("research", "memory", 149, binding="market")
+    budget.deduct("plan", "prompt", 21)
+    budget.deduct("plan", "scratchpad", 12)
+    text = budget_markdown("research", budget)
+    assert "Flow budget: 6000; per phase: 2500; used: 278; remaining: 5722." in text
+    totals = text[text.index("| phase | prompt") : text.index("Every deduction")]
+    assert totals.splitlines()[2:4] == [
+        "| research | 16 | 229 | 0 | 245 |",
+        "| plan | 21 | 0 | 12 | 33 |",
+    ]
+    rows = text[text.index("Every deduction") :].splitlines()[4:]
+    assert rows[2] == "| 3 | research | memory | market | 149 |  |"
+    assert len(rows) == 5
+
+
+def test_a_run_without_deductions_has_an_empty_summary_and_no_caps_say_so():
+    text = budget_markdown("w", TokenBudget())
+    assert "Flow budget: no cap; per phase: no cap; used: 0; remaining: no cap." in text
+    assert (
+        "| phase | prompt | memory | scratchpad | total |\n| --- | ---: | ---: | ---: | ---: |\n\n"
+        in text
+    )
