@@ -52,8 +52,21 @@ def ops_table(events: list[MemoryOpEvent]) -> list[dict[str, Any]]:
     return rows
 
 
+# Characters that start markup inside a line of markdown; the UI also renders raw HTML.
+_MARKUP = re.compile(r"([\\`*_\[\]<>|~!&])")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """`text` as literal text in a table cell: keys and notes come from stores and agents, and
+    `<b>`, `*x*` or `[a](b)` in them must show as written, not as markup."""
+    return _MARKUP.sub(r"\\\1", " ".join(text.splitlines()))
+
+
+def _fenced(text: str) -> list[str]:
+    """`text` in a code block whose fence no backtick run inside it can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}text", text, fence]
 
 
 def context_markdown(phase_id: str, context: MemoryContext, pack: PackResult | None) -> str:
@@ -80,9 +93,7 @@ def context_markdown(phase_id: str, context: MemoryContext, pack: PackResult | N
             "",
             "## Exact text handed to the runner",
             "",
-            "```text",
-            context.text.rstrip("\n"),
-            "```",
+            *_fenced(context.text.rstrip("\n")),
             "",
         ]
     if pack is not None and pack.dropped:

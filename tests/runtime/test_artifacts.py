@@ -1,7 +1,8 @@
-"""The markdown a person reads in the Prefect UI: the token-budget ledger."""
+"""The markdown a person reads in the Prefect UI: the token-budget ledger and the context."""
 
 from animus_flows.budget import TokenBudget
-from animus_flows.runtime.artifacts import budget_markdown
+from animus_flows.contract import InjectedItem, MemoryContext
+from animus_flows.runtime.artifacts import budget_markdown, context_markdown
 
 
 def test_the_budget_ledger_totals_each_phase_before_listing_every_deduction():
@@ -30,3 +31,22 @@ def test_a_run_without_deductions_has_an_empty_summary_and_no_caps_say_so():
         "| phase | prompt | memory | scratchpad | total |\n| --- | ---: | ---: | ---: | ---: |\n\n"
         in text
     )
+
+
+def test_keys_and_texts_from_stores_show_as_written_not_as_markup():
+    # keys and memories come from stores an agent may write: no HTML, emphasis or links from
+    # them, and no text that closes the code block early
+    key = "<img src=x onerror=alert(1)>*em*`code`|[a](http://example.com)\nnext"
+    text = f"[market/{key}] note\n```\n# not a heading ````\n"
+    context = MemoryContext(
+        items=[InjectedItem(binding="market", key=key, score=0.5, tokens=9, tier="hot")],
+        tokens=9,
+        text=text,
+    )
+    markdown = context_markdown("research", context, None)
+    (row,) = [line for line in markdown.splitlines() if line.startswith("| market |")]
+    assert row == (
+        r"| market | \<img src=x onerror=alert(1)\>\*em\*\`code\`\|\[a\](http://example.com)"
+        " next | hot | 0.500 | 9 |"
+    )
+    assert "`````text\n" + text + "`````\n" in markdown
