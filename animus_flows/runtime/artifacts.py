@@ -43,12 +43,19 @@ OPS_COLUMNS = (
 
 
 def ops_table(events: list[MemoryOpEvent]) -> list[dict[str, Any]]:
+    """The rows of a phase's `memory-ops` table artifact. The UI renders each cell as markdown
+    (HTML included), so text cells are escaped like the markdown artifacts' cells."""
     rows = []
     for event in events:
         row = event.to_json()
         scope = row["scope"] or {}
         row["scope"] = "/".join(f"{k.removesuffix('_id')}={v}" for k, v in scope.items() if v)
-        rows.append({column: row[column] for column in OPS_COLUMNS})
+        rows.append(
+            {
+                column: _cell(row[column]) if isinstance(row[column], str) else row[column]
+                for column in OPS_COLUMNS
+            }
+        )
     return rows
 
 

@@ -1,8 +1,9 @@
 """The markdown a person reads in the Prefect UI: the token-budget ledger and the context."""
 
+from animus_flows.audit import MemoryOpEvent
 from animus_flows.budget import TokenBudget
 from animus_flows.contract import InjectedItem, MemoryContext
-from animus_flows.runtime.artifacts import budget_markdown, context_markdown
+from animus_flows.runtime.artifacts import budget_markdown, context_markdown, ops_table
 
 
 def test_the_budget_ledger_totals_each_phase_before_listing_every_deduction():
@@ -50,3 +51,26 @@ def test_keys_and_texts_from_stores_show_as_written_not_as_markup():
         " next | hot | 0.500 | 9 |"
     )
     assert "`````text\n" + text + "`````\n" in markdown
+
+
+def test_the_ops_table_escapes_its_text_cells_which_the_ui_renders_as_markdown():
+    # a store's error (or a task id in the scope) must not load an image from a URL when a
+    # person opens the artifact
+    event = MemoryOpEvent(
+        op="query",
+        plugin_id="wiki",
+        binding="docs",
+        scope={"project_id": "desk", "agent_id": None, "task_id": "<b>T</b>"},
+        result_count=2,
+        status="error",
+        detail="HTTP 500: <img src=http://127.0.0.1:9/x.png> *down*",
+    )
+    (row,) = ops_table([event])
+    assert row["scope"] == r"project=desk/task=\<b\>T\</b\>"
+    assert row["detail"] == r"HTTP 500: \<img src=http://127.0.0.1:9/x.png\> \*down\*"
+    assert (row["op"], row["status"], row["result_count"], row["latency_ms"]) == (
+        "query",
+        "error",
+        2,
+        0.0,
+    )
