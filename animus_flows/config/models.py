@@ -195,7 +195,7 @@ class CommandRunner(Model):
     """An agent process: the contract goes in as a JSON file, its stdout is the phase output."""
 
     command: list[str] = Field(min_length=1)
-    timeout_s: float = Field(600.0, gt=0)
+    timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     env: dict[str, str] = Field(default_factory=dict)
 
 

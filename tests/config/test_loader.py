@@ -285,6 +285,10 @@ def test_a_wrong_runner_is_one_message_about_the_shape_it_has(runner):
             "{python: 'm:run', timeout_s: .inf}",
             "runner.timeout_s: must be a finite number, got inf",
         ),
+        (
+            "{command: [x], timeout_s: .inf}",
+            "runner.timeout_s: must be a finite number, got inf",
+        ),
         ("{python: 'm:run', timeout_s: x}", "runner.timeout_s: must be a number, got 'x'"),
         (
             "{python: 'm:run', timeout: 5}",
