@@ -481,8 +481,14 @@ class SQLiteStore(BaseStore):
 
     def _open_reader(self) -> sqlite3.Connection:
         # sqlite3's errors pass through: `_read` tells a lock to wait out from a broken file
+        # mode=rw: a reader never creates the file (the writer does, with the schema); one
+        # deleted while the store is open is then reported, not replaced by an empty file
         reader = sqlite3.connect(
-            self.path, timeout=0, isolation_level=None, check_same_thread=False
+            f"{self.path.absolute().as_uri()}?mode=rw",
+            uri=True,
+            timeout=0,
+            isolation_level=None,
+            check_same_thread=False,
         )
         try:
             reader.execute("PRAGMA query_only = ON")
@@ -513,6 +519,11 @@ class SQLiteStore(BaseStore):
             raise self._unavailable(exc) from None
 
     def _unavailable(self, exc: Exception) -> StoreUnavailable:
+        if not self.path.exists():
+            return StoreUnavailable(
+                f"SQLite store {self.path} was deleted while open; reopen the store (restart "
+                "the run) to start a new file at that path"
+            )
         return StoreUnavailable(
             f"SQLite store {self.path} failed: {exc}; check the file is an animus store "
             "(move a damaged file aside to start a new one)"

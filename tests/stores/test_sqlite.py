@@ -825,6 +825,21 @@ async def test_a_write_after_the_file_was_deleted_is_refused_not_lost(tmp_path):
     await store.aclose()
 
 
+async def test_a_first_read_after_the_file_was_deleted_says_so_and_creates_nothing(tmp_path):
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    await store.put(Scope("p"), "kept", "written before")  # the writer alone is open
+    path.unlink()
+    with pytest.raises(StoreUnavailable) as raised:
+        await store.get(Scope("p"), "kept")
+    assert str(raised.value) == (
+        f"SQLite store {path} was deleted while open; reopen the store (restart the run) to "
+        "start a new file at that path"
+    )
+    assert not path.exists()  # the reader did not create an empty file in its place
+    await store.aclose()
+
+
 def test_a_write_after_another_store_was_moved_over_the_file_is_refused(tmp_path):
     path, other = tmp_path / "m.db", tmp_path / "restored.db"
     with SyncStore(SQLiteStore(other)) as restored:
