@@ -44,6 +44,27 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
+ANIMUS = str(Path(sys.executable).with_name("animus"))
+
+
+def user_env(prefect_api: str) -> dict[str, str]:
+    """The environment a user runs `animus` in: no console settings from this test session."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
+    env["PREFECT_API_URL"] = prefect_api
+    return env
+
+
+def animus_process(cwd: Path, prefect_api: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ANIMUS, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=user_env(prefect_api),
+        timeout=300,
+    )
+
+
 def test_run_json_prints_exactly_the_summary(project):
     result = CliRunner().invoke(app, ["run", "animus.yaml", "--task-id", "RES-1", "--json"])
     assert result.exit_code == 0, result.output
@@ -85,55 +106,28 @@ def test_preflight_json_lists_matched_and_unmatched_bindings(project):
 
 
 def test_run_as_a_real_subprocess_keeps_stdout_clean(project, prefect_api):
-    exe = Path(sys.executable).with_name("animus")
-    # as a user runs it: no console settings from this test session
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
-    env["PREFECT_API_URL"] = prefect_api
-    out = subprocess.run(
-        [str(exe), "run", "animus.yaml", "--task-id", "RES-3", "--json"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    out = animus_process(project, prefect_api, "run", "animus.yaml", "--task-id", "RES-3", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["phases"][0]["id"] == "research"
     assert "Traceback" not in out.stderr
     failing = project / "fail.yaml"
     failing.write_text(WORKFLOW.replace("  analyst:\n", "  analyst:\n    runner: bad.py:run\n"))
     (project / "bad.py").write_text("def run(contract):\n    raise RuntimeError('boom')\n")
-    out = subprocess.run(
-        [str(exe), "run", "fail.yaml"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    out = animus_process(project, prefect_api, "run", "fail.yaml")
     assert out.returncode == 1
     assert "error: runner 'bad.py:run' failed in phase 'research': RuntimeError: boom" in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
 
 
 def test_a_hung_sync_runner_past_its_deadline_does_not_hold_the_process_open(project, prefect_api):
-    exe = Path(sys.executable).with_name("animus")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
-    env["PREFECT_API_URL"] = prefect_api
     (project / "hung.yaml").write_text(
         WORKFLOW.replace(
             "  analyst:\n", "  analyst:\n    runner: {python: 'hung.py:run', timeout_s: 0.5}\n"
         )
     )
     (project / "hung.py").write_text("import time\ndef run(contract):\n    time.sleep(600)\n")
-    out = subprocess.run(
-        [str(exe), "run", "hung.yaml"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,  # without the fix: the interpreter waits 600 s for the runner's thread
-    )
+    # without the fix the interpreter waits 600 s for the runner's thread (the call's timeout)
+    out = animus_process(project, prefect_api, "run", "hung.yaml")
     assert out.returncode == 1, out.stderr
     assert out.stderr.strip().splitlines()[-1] == (
         "error: runner 'hung.py:run' did not finish within timeout_s 0.5 in phase 'research'; "
@@ -203,16 +197,13 @@ def test_sigterm_stops_a_run_with_one_line_and_exit_143(project, prefect_api):
             '  analyst:\n    runner: {command: [sh, -c, "touch started; sleep 60"]}\n',
         )
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
-    env["PREFECT_API_URL"] = prefect_api
-    exe = Path(sys.executable).with_name("animus")
     run = subprocess.Popen(
-        [str(exe), "run", "slow.yaml", "--task-id", "RES-5"],
+        [ANIMUS, "run", "slow.yaml", "--task-id", "RES-5"],
         cwd=project,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=user_env(prefect_api),
     )
     try:
         for _ in range(1200):  # the runner has started: the run is inside its phase task
