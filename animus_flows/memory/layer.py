@@ -257,7 +257,7 @@ class AsyncMemoryLayer:
             tier=tier,
         )
         self._ingest(memory)
-        await self._write([memory])
+        await self._write([memory], expiring={})  # a new id: nothing to keep
         return memory
 
     async def remember_fact(
@@ -815,19 +815,27 @@ class AsyncMemoryLayer:
         if self.entities_enabled and extract:
             memory.entities = extract_entities(memory.content)
 
-    async def _write(self, memories: Sequence[Memory]) -> None:
+    async def _write(
+        self, memories: Sequence[Memory], *, expiring: dict[str, int] | None = None
+    ) -> None:
+        """Write `memories` over their keys. `expiring`: the remaining TTLs of the items they
+        overwrite (see `_expiries`), read here when not given."""
         await self._look_up_links(memories)  # so the rewrite records them
         entries = [
             (self.scope, memory.id, *to_store(memory, agent=self._agent)) for memory in memories
         ]
         if not entries:
             return
+        if expiring is None:
+            expiring = _expiries(await self._items([key for _, key, _, _ in entries]))
         put_many = getattr(self.store, "put_many", None)
-        if len(entries) > 1 and callable(put_many):
+        if len(entries) > 1 and callable(put_many) and not expiring:  # put_many has no TTLs
             await put_many(entries)
             return
         for scope, key, value, metadata in entries:
-            await self.store.put(scope, key, value, metadata=metadata)
+            await self.store.put(
+                scope, key, value, metadata=metadata, ttl_seconds=expiring.get(key)
+            )
 
     async def _write_all_or_nothing(
         self,
@@ -840,19 +848,25 @@ class AsyncMemoryLayer:
         """Write `tombstones` (keys `forget` empties), then `memories`, so that a failure leaves
         the scope as it was, as far as the store allows. `what` names the operation in errors.
 
-        A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one, when
-        there are no tombstones (they expire, which `put_many` cannot say). Otherwise the items
-        under the keys are read first (`before`: the caller's copies, when it has them), then
-        written one put at a time, the protocol's only write: should one fail, the keys tried
-        (the failed one too, it may have landed) get back what `before` holds, and keys it
-        lacks get a tombstone; then the error is raised, saying so.
+        The items under the keys are read first (`before`: the caller's copies, when it has
+        them). A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one,
+        when nothing written expires (tombstones, and rewrites of items stored with a TTL, which
+        keep it: `put_many` cannot say so). Otherwise they are written one put at a time, the
+        protocol's only write: should one fail, the keys tried (the failed one too, it may have
+        landed) get back what `before` holds, and keys it lacks get a tombstone; then the error
+        is raised, saying so.
         """
-        if not tombstones and getattr(self.store, "atomic_put_many", False) is True:
-            await self._write(memories)
-            return
         await self._look_up_links(memories)  # so the rewrite records them
         if before is None:
             before = await self._items([*tombstones, *(memory.id for memory in memories)])
+        expiring = _expiries(before)
+        if (
+            not tombstones
+            and not expiring
+            and getattr(self.store, "atomic_put_many", False) is True
+        ):
+            await self._write(memories, expiring={})
+            return
         tried: list[str] = []
         try:
             for key in tombstones:
@@ -861,7 +875,13 @@ class AsyncMemoryLayer:
             for memory in memories:
                 tried.append(memory.id)
                 value, metadata = to_store(memory, agent=self._agent)
-                await self.store.put(self.scope, memory.id, value, metadata=metadata)
+                await self.store.put(
+                    self.scope,
+                    memory.id,
+                    value,
+                    metadata=metadata,
+                    ttl_seconds=expiring.get(memory.id),
+                )
         except Exception as exc:
             raise await self._undo(tried, before, exc, what) from exc
 
@@ -1179,6 +1199,13 @@ def _ttl_left(item: MemoryItem) -> int | None:
     if item.expires_at is None:
         return None
     return max(1, math.ceil((item.expires_at - utcnow()).total_seconds()))
+
+
+def _expiries(items: dict[str, MemoryItem]) -> dict[str, int]:
+    """The remaining `ttl_seconds` of the items in `items` that expire, by key: a rewrite of a
+    memory keeps its expiry (another tool may have stored it with a TTL), or a recall would
+    make it permanent."""
+    return {key: ttl for key, item in items.items() if (ttl := _ttl_left(item)) is not None}
 
 
 def _memory_of(item: MemoryItem) -> Memory:

@@ -338,6 +338,25 @@ def test_items_other_tools_wrote_read_as_memories_and_convert_on_write(memory, r
     assert converted.value["content"] == "EUR/USD broke 1.10" and converted.value["access_count"]
 
 
+def test_every_rewrite_keeps_the_expiry_of_an_item_stored_with_a_ttl(memory, raw):
+    # an item put with a TTL (`animus memory put --ttl`, an agent's MCP put) reads as a memory;
+    # the layer's writes to it (a recall's access count, a tag, tier moves, a new version's
+    # demoted parent) must not make it permanent
+    raw.put(SCOPE, "window", {"content": "the deploy window is open"}, ttl_seconds=600)
+    expires_at = raw.get(SCOPE, "window").expires_at
+    [found] = memory.recall("deploy window")
+    found.confidence = 0.9
+    memory.update_memory(found)
+    memory.add_tag("window", "ops")
+    memory.promote_memory("window")
+    memory.run_tier_review(now=datetime.now(UTC) + timedelta(days=2))
+    memory.update_with_version("window", content="the deploy window is open until 18:00")
+    item = raw.get(SCOPE, "window")
+    assert item.value["superseded_by"] is not None and item.metadata["tags"] == ["ops"]
+    assert item.expires_at is not None
+    assert abs(item.expires_at - expires_at) <= timedelta(seconds=2)
+
+
 # -- updates and versions --------------------------------------------------------------------
 
 
