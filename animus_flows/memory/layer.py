@@ -463,18 +463,29 @@ class AsyncMemoryLayer:
         empty, SECRET tombstone that expires after a second: its content is gone immediately
         and no read returns it. Forgetting the newest version makes the one before it current
         again: the tombstone and the parent's new link land together or not at all (a failure
-        raises a `StoreError` saying the forget was rolled back).
+        raises a `StoreError` saying the forget was rolled back). Forgetting a version in the
+        middle of a chain joins the chain around it: its newer versions become newer versions
+        of its parent, which stays history (v1 -> v3 once v2 is forgotten).
         """
         memory = await self.get_memory(memory_id)
         if memory is None:
             return False
         parent = None if memory.parent_id is None else await self._get(memory.parent_id)
-        if parent is None or parent.superseded_by != memory.id:
+        has_newer = memory.superseded_by is not None or _unlinked(memory)
+        if parent is None or (parent.superseded_by != memory.id and not has_newer):
             await self._put_tombstone(memory.id)
             return True
-        # another newer version of the parent may remain (versions can branch)
-        await self._link_successors([parent], forgotten=memory.id)
-        await self._write_all_or_nothing([parent], "forget", tombstones=[memory.id])
+        # the parent's other newer versions (versions can branch) and this one's, read from a
+        # listing filtered on parent_id: only for versioned memories
+        hits = await self.store.query(
+            self.scope, "", top_k=self._cap, filters={"parent_id": [parent.id, memory.id]}
+        )
+        versions = [m for m, _ in await self._decode(hits) if m.id != memory.id]
+        moved = [version for version in versions if version.parent_id == memory.id]
+        for version in moved:
+            version.parent_id = parent.id
+        _link_to_newest([parent], newest_versions(versions))
+        await self._write_all_or_nothing([parent, *moved], "forget", tombstones=[memory.id])
         return True
 
     # -- reading -----------------------------------------------------------------------------
@@ -1081,29 +1092,27 @@ class AsyncMemoryLayer:
         if unlinked:
             await self._link_successors(unlinked)
 
-    async def _link_successors(
-        self, memories: list[Memory], *, forgotten: str | None = None
-    ) -> None:
+    async def _link_successors(self, memories: list[Memory]) -> None:
         """Set `superseded_by` on `memories` from the newer versions in the scope.
 
         A listing filtered on `parent_id`, which stores without metadata indexes (SQLite)
-        answer by reading the scope: only for records stored before the layer kept links, and
-        when `forget` removes the version a link named. A listing that comes back full (the
-        store's `max_query_top_k`) may have missed some: the memories are then split in two.
-        A `forgotten` version counts as gone already.
+        answer by reading the scope: only for records stored before the layer kept links
+        (`forget` lists a versioned memory's relatives the same way). A listing that comes back
+        full (the store's `max_query_top_k`) may have missed some: the memories are then split
+        in two.
         """
         hits = await self.store.query(
             self.scope, "", top_k=self._cap, filters={"parent_id": [m.id for m in memories]}
         )
         if len(hits) >= self._cap and len(memories) > 1:
             half = len(memories) // 2
-            await self._link_successors(memories[:half], forgotten=forgotten)
-            await self._link_successors(memories[half:], forgotten=forgotten)
+            await self._link_successors(memories[:half])
+            await self._link_successors(memories[half:])
             return
         children = (
             from_store(hit.key, hit.value, hit.metadata)
             for hit in hits
-            if not is_tombstone(hit.metadata) and hit.key != forgotten
+            if not is_tombstone(hit.metadata)
         )
         _link_to_newest(memories, newest_versions(children))
 

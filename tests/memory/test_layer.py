@@ -17,6 +17,7 @@ from animus_flows.memory import (
     Entity,
     Memory,
     MemoryLayer,
+    MemoryLoader,
     MemoryTier,
     MemoryType,
     Sensitivity,
@@ -445,6 +446,25 @@ def test_forgetting_the_newest_version_makes_the_one_before_it_current(memory):
     assert memory.get_memory(v1.id).superseded_by == left.id
     assert [m.id for m in memory.recall("desk closes")] == [left.id]
     memory.forget(left.id)
+    assert [m.id for m in memory.recall("desk closes")] == [v1.id]
+
+
+def test_forgetting_a_middle_version_joins_the_chain_around_it(any_store_memory, db):
+    memory = any_store_memory
+    v1 = memory.remember("the desk closes at 17:00")
+    v2 = memory.update_with_version(v1.id, content="the desk closes at 18:00")
+    v3 = memory.update_with_version(v2.id, content="the desk closes at 19:00")
+    assert memory.forget(v2.id)
+    # v1 is still history: only the newest version is recalled, loaded or reviewed
+    assert [m.id for m in memory.recall("desk closes")] == [v3.id]
+    assert [m.id for m in memory.history(v1.id)] == [v1.id, v3.id]
+    assert [m.id for m in memory.history(v3.id)] == [v1.id, v3.id]
+    assert memory.get_memory(v3.id).parent_id == v1.id
+    assert memory.get_all_tags() == {} and memory.run_tier_review() == (0, 0)
+    with MemoryLoader(SQLiteStore(db), SCOPE.project_id, timeout_ms=None) as loader:
+        assert [m.id for m in loader.load_for_agent("dev", layers=(1, 2, 3)).memories] == [v3.id]
+    # forgetting v3 now makes v1 current again, as forgetting the newest version does
+    memory.forget(v3.id)
     assert [m.id for m in memory.recall("desk closes")] == [v1.id]
 
 
