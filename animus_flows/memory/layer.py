@@ -812,9 +812,17 @@ class AsyncMemoryLayer:
         relink its entities."""
         content, count, kinds = _redact_text(memory.content)
         memory.content = content
-        if memory.change_summary is not None:
-            memory.change_summary, more, more_kinds = _redact_text(memory.change_summary)
-            count, kinds = count + more, kinds | more_kinds
+        for name in ("change_summary", "subtype"):
+            text = getattr(memory, name)
+            if text is not None:
+                text, more, more_kinds = _redact_text(text)
+                setattr(memory, name, text)
+                count, kinds = count + more, kinds | more_kinds
+        if not (self.entities_enabled and extract):  # an import's entities: a secret is no name
+            named = [(entity, redact(entity.name)) for entity in memory.entities]
+            memory.entities = [entity for entity, found in named if not found.count]
+            count += sum(found.count for _, found in named)
+            kinds |= {kind for _, found in named for kind in found.types}
         tags = redact_json(list(memory.tags))
         user = {k: v for k, v in memory.metadata.items() if k not in REDACTION_KEYS}
         meta = redact_json(user)

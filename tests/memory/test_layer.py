@@ -146,6 +146,25 @@ def test_every_write_path_redacts_secrets(memory, raw):
     assert "[redacted:slack_token]" in memory.get_memory(kept.id).tags
 
 
+def test_the_subtype_and_imported_entity_names_are_redacted_too(memory, raw):
+    fact = memory.remember_fact("deploy", "uses", "the staging key", category="password=hunter2")
+    assert fact.subtype == "password=[REDACTED:password]"
+    assert fact.metadata["_redaction_count"] == 1
+    imported = record(
+        "a note",
+        subtype="token ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        entities=[{"name": "AKIAIOSFODNN7EXAMPLE", "type": "person"}, {"name": "Alice"}],
+    )
+    memory.import_memories(export_of(imported))
+    stored = memory.get_memory(imported["id"])
+    assert stored.subtype == "token [REDACTED:github_token]"
+    assert stored.entities == [Entity("Alice")]  # a secret is no entity name: dropped
+    assert stored.metadata["_redaction_count"] == 2
+    everything = json.dumps([item.to_json() for item in raw.query(SCOPE, "", top_k=100)])
+    for secret in ("hunter2", "ghp_16C7", "AKIAIOSFODNN7EXAMPLE"):
+        assert secret not in everything
+
+
 # -- reading ---------------------------------------------------------------------------------
 
 
