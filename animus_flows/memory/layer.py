@@ -445,6 +445,8 @@ class AsyncMemoryLayer:
             sensitivity=parent.sensitivity,
             tier=parent.tier,
             metadata=user_metadata,
+            # the same text names the same entities, also on a layer that does not extract them
+            entities=list(parent.entities) if content is None else [],
         )
         self._ingest(child)
         if child.change_summary is None:

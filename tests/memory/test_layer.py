@@ -682,6 +682,11 @@ def test_entity_linking_is_off_by_default(memory):
     memory.import_memories(export_of(record("Reviewed it", entities=[{"name": "Bob"}])))
     assert memory.recall("bob") == []
     assert [m.content for m in memory.recall_by_entity("bob")] == ["Reviewed it"]
+    # a new version of the same text keeps its links, so the entity still finds the memory
+    (linked,) = memory.recall_by_entity("bob")
+    version = memory.update_with_version(linked.id, tags=["done"])
+    assert version.entities == [Entity("Bob")]
+    assert [m.id for m in memory.recall_by_entity("bob")] == [version.id]
 
 
 # -- enumeration past the store's top_k cap ---------------------------------------------------
