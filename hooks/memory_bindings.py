@@ -22,6 +22,7 @@ from animus_flows.degrade import run_degraded
 from animus_flows.disclosure import EGRESS_FILTER, is_egress_safe, is_superseded, tier_of
 from animus_flows.errors import AnimusError
 from animus_flows.hooks.binding_servers import offer_binding_servers
+from animus_flows.memory.records import memory_type_of, metadata_filter
 from animus_flows.phase import PhaseContext
 from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json, indexed_text
 
@@ -51,8 +52,8 @@ def store_filters(binding: MemoryBinding) -> dict[str, Any]:
     if "warm" in tiers:
         tiers.append(None)  # no tier means WARM
     filters["tier"] = tiers
-    if binding.memory_types:
-        filters["memory_type"] = list(binding.memory_types)
+    if binding.memory_types:  # no memory_type means SEMANTIC, as the memory layer reads it
+        filters["memory_type"] = metadata_filter("memory_type", binding.memory_types)
     return filters
 
 
@@ -62,7 +63,7 @@ def admissible(binding: MemoryBinding, hit: QueryHit) -> str | None:
         return "not PUBLIC"
     if tier_of(hit.metadata) not in binding.tiers:
         return "tier not listed"
-    if binding.memory_types and hit.metadata.get("memory_type") not in binding.memory_types:
+    if binding.memory_types and memory_type_of(hit.metadata) not in binding.memory_types:
         return "memory type not listed"
     if is_superseded(hit.value):
         return "superseded by a newer version"

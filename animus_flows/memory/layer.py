@@ -257,7 +257,7 @@ class AsyncMemoryLayer:
             tier=tier,
         )
         self._ingest(memory)
-        await self._write([memory])
+        await self._write([memory], expiring={})  # a new id: nothing to keep
         return memory
 
     async def remember_fact(
@@ -445,6 +445,8 @@ class AsyncMemoryLayer:
             sensitivity=parent.sensitivity,
             tier=parent.tier,
             metadata=user_metadata,
+            # the same text names the same entities, also on a layer that does not extract them
+            entities=list(parent.entities) if content is None else [],
         )
         self._ingest(child)
         if child.change_summary is None:
@@ -463,18 +465,29 @@ class AsyncMemoryLayer:
         empty, SECRET tombstone that expires after a second: its content is gone immediately
         and no read returns it. Forgetting the newest version makes the one before it current
         again: the tombstone and the parent's new link land together or not at all (a failure
-        raises a `StoreError` saying the forget was rolled back).
+        raises a `StoreError` saying the forget was rolled back). Forgetting a version in the
+        middle of a chain joins the chain around it: its newer versions become newer versions
+        of its parent, which stays history (v1 -> v3 once v2 is forgotten).
         """
         memory = await self.get_memory(memory_id)
         if memory is None:
             return False
         parent = None if memory.parent_id is None else await self._get(memory.parent_id)
-        if parent is None or parent.superseded_by != memory.id:
+        has_newer = memory.superseded_by is not None or _unlinked(memory)
+        if parent is None or (parent.superseded_by != memory.id and not has_newer):
             await self._put_tombstone(memory.id)
             return True
-        # another newer version of the parent may remain (versions can branch)
-        await self._link_successors([parent], forgotten=memory.id)
-        await self._write_all_or_nothing([parent], "forget", tombstones=[memory.id])
+        # the parent's other newer versions (versions can branch) and this one's, read from a
+        # listing filtered on parent_id: only for versioned memories
+        hits = await self.store.query(
+            self.scope, "", top_k=self._cap, filters={"parent_id": [parent.id, memory.id]}
+        )
+        versions = [m for m, _ in await self._decode(hits) if m.id != memory.id]
+        moved = [version for version in versions if version.parent_id == memory.id]
+        for version in moved:
+            version.parent_id = parent.id
+        _link_to_newest([parent], newest_versions(versions))
+        await self._write_all_or_nothing([parent, *moved], "forget", tombstones=[memory.id])
         return True
 
     # -- reading -----------------------------------------------------------------------------
@@ -801,9 +814,17 @@ class AsyncMemoryLayer:
         relink its entities."""
         content, count, kinds = _redact_text(memory.content)
         memory.content = content
-        if memory.change_summary is not None:
-            memory.change_summary, more, more_kinds = _redact_text(memory.change_summary)
-            count, kinds = count + more, kinds | more_kinds
+        for name in ("change_summary", "subtype"):
+            text = getattr(memory, name)
+            if text is not None:
+                text, more, more_kinds = _redact_text(text)
+                setattr(memory, name, text)
+                count, kinds = count + more, kinds | more_kinds
+        if not (self.entities_enabled and extract):  # an import's entities: a secret is no name
+            named = [(entity, redact(entity.name)) for entity in memory.entities]
+            memory.entities = [entity for entity, found in named if not found.count]
+            count += sum(found.count for _, found in named)
+            kinds |= {kind for _, found in named for kind in found.types}
         tags = redact_json(list(memory.tags))
         user = {k: v for k, v in memory.metadata.items() if k not in REDACTION_KEYS}
         meta = redact_json(user)
@@ -815,19 +836,27 @@ class AsyncMemoryLayer:
         if self.entities_enabled and extract:
             memory.entities = extract_entities(memory.content)
 
-    async def _write(self, memories: Sequence[Memory]) -> None:
+    async def _write(
+        self, memories: Sequence[Memory], *, expiring: dict[str, int] | None = None
+    ) -> None:
+        """Write `memories` over their keys. `expiring`: the remaining TTLs of the items they
+        overwrite (see `_expiries`), read here when not given."""
         await self._look_up_links(memories)  # so the rewrite records them
         entries = [
             (self.scope, memory.id, *to_store(memory, agent=self._agent)) for memory in memories
         ]
         if not entries:
             return
+        if expiring is None:
+            expiring = _expiries(await self._items([key for _, key, _, _ in entries]))
         put_many = getattr(self.store, "put_many", None)
-        if len(entries) > 1 and callable(put_many):
+        if len(entries) > 1 and callable(put_many) and not expiring:  # put_many has no TTLs
             await put_many(entries)
             return
         for scope, key, value, metadata in entries:
-            await self.store.put(scope, key, value, metadata=metadata)
+            await self.store.put(
+                scope, key, value, metadata=metadata, ttl_seconds=expiring.get(key)
+            )
 
     async def _write_all_or_nothing(
         self,
@@ -840,19 +869,25 @@ class AsyncMemoryLayer:
         """Write `tombstones` (keys `forget` empties), then `memories`, so that a failure leaves
         the scope as it was, as far as the store allows. `what` names the operation in errors.
 
-        A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one, when
-        there are no tombstones (they expire, which `put_many` cannot say). Otherwise the items
-        under the keys are read first (`before`: the caller's copies, when it has them), then
-        written one put at a time, the protocol's only write: should one fail, the keys tried
-        (the failed one too, it may have landed) get back what `before` holds, and keys it
-        lacks get a tombstone; then the error is raised, saying so.
+        The items under the keys are read first (`before`: the caller's copies, when it has
+        them). A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one,
+        when nothing written expires (tombstones, and rewrites of items stored with a TTL, which
+        keep it: `put_many` cannot say so). Otherwise they are written one put at a time, the
+        protocol's only write: should one fail, the keys tried (the failed one too, it may have
+        landed) get back what `before` holds, and keys it lacks get a tombstone; then the error
+        is raised, saying so.
         """
-        if not tombstones and getattr(self.store, "atomic_put_many", False) is True:
-            await self._write(memories)
-            return
         await self._look_up_links(memories)  # so the rewrite records them
         if before is None:
             before = await self._items([*tombstones, *(memory.id for memory in memories)])
+        expiring = _expiries(before)
+        if (
+            not tombstones
+            and not expiring
+            and getattr(self.store, "atomic_put_many", False) is True
+        ):
+            await self._write(memories, expiring={})
+            return
         tried: list[str] = []
         try:
             for key in tombstones:
@@ -861,7 +896,13 @@ class AsyncMemoryLayer:
             for memory in memories:
                 tried.append(memory.id)
                 value, metadata = to_store(memory, agent=self._agent)
-                await self.store.put(self.scope, memory.id, value, metadata=metadata)
+                await self.store.put(
+                    self.scope,
+                    memory.id,
+                    value,
+                    metadata=metadata,
+                    ttl_seconds=expiring.get(memory.id),
+                )
         except Exception as exc:
             raise await self._undo(tried, before, exc, what) from exc
 
@@ -1061,29 +1102,27 @@ class AsyncMemoryLayer:
         if unlinked:
             await self._link_successors(unlinked)
 
-    async def _link_successors(
-        self, memories: list[Memory], *, forgotten: str | None = None
-    ) -> None:
+    async def _link_successors(self, memories: list[Memory]) -> None:
         """Set `superseded_by` on `memories` from the newer versions in the scope.
 
         A listing filtered on `parent_id`, which stores without metadata indexes (SQLite)
-        answer by reading the scope: only for records stored before the layer kept links, and
-        when `forget` removes the version a link named. A listing that comes back full (the
-        store's `max_query_top_k`) may have missed some: the memories are then split in two.
-        A `forgotten` version counts as gone already.
+        answer by reading the scope: only for records stored before the layer kept links
+        (`forget` lists a versioned memory's relatives the same way). A listing that comes back
+        full (the store's `max_query_top_k`) may have missed some: the memories are then split
+        in two.
         """
         hits = await self.store.query(
             self.scope, "", top_k=self._cap, filters={"parent_id": [m.id for m in memories]}
         )
         if len(hits) >= self._cap and len(memories) > 1:
             half = len(memories) // 2
-            await self._link_successors(memories[:half], forgotten=forgotten)
-            await self._link_successors(memories[half:], forgotten=forgotten)
+            await self._link_successors(memories[:half])
+            await self._link_successors(memories[half:])
             return
         children = (
             from_store(hit.key, hit.value, hit.metadata)
             for hit in hits
-            if not is_tombstone(hit.metadata) and hit.key != forgotten
+            if not is_tombstone(hit.metadata)
         )
         _link_to_newest(memories, newest_versions(children))
 
@@ -1179,6 +1218,13 @@ def _ttl_left(item: MemoryItem) -> int | None:
     if item.expires_at is None:
         return None
     return max(1, math.ceil((item.expires_at - utcnow()).total_seconds()))
+
+
+def _expiries(items: dict[str, MemoryItem]) -> dict[str, int]:
+    """The remaining `ttl_seconds` of the items in `items` that expire, by key: a rewrite of a
+    memory keeps its expiry (another tool may have stored it with a TTL), or a recall would
+    make it permanent."""
+    return {key: ttl for key, item in items.items() if (ttl := _ttl_left(item)) is not None}
 
 
 def _memory_of(item: MemoryItem) -> Memory:

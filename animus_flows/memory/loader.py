@@ -520,12 +520,12 @@ class AsyncMemoryLoader:
             room = request.budget - packed.tokens >= _SMALLEST_BLOCK
             if full or squeezed or not room:
                 break
-            hot_tokens = sum(p.tokens for p in selected if p.candidate.tier == "hot")
+            # WARM closes at 70% of the budget, counting the WARM disclosed so far: past that,
+            # more WARM hits could never be taken
+            disclosed = sum(p.tokens for p in selected if p.candidate.tier != "cold")
 
-            def useful(source: _Source, hot_tokens: int = hot_tokens) -> bool:
-                return source.tier is not MemoryTier.WARM or warm_allowed(
-                    hot_tokens, request.budget
-                )
+            def useful(source: _Source, disclosed: int = disclosed) -> bool:
+                return source.tier is not MemoryTier.WARM or warm_allowed(disclosed, request.budget)
 
             pending = [
                 s for s in sources if s.fetched and s.may_have_more and s.top_k < cap and useful(s)

@@ -60,9 +60,16 @@ def after_access(memory: Memory, policy: TierPolicy, now: datetime) -> None:
 
 
 def reviewed(memory: Memory, policy: TierPolicy, now: datetime) -> MemoryTier | None:
-    """The tier a periodic review moves `memory` to, or None when it stays."""
-    idle = now - (memory.last_accessed or memory.updated_at)
-    recently_used = memory.last_accessed is not None and idle <= policy.hot_idle
+    """The tier a periodic review moves `memory` to, or None when it stays.
+
+    A memory is idle since it was last recalled or modified, whichever came later; it heats
+    up only for recalls.
+    """
+    last_active = max(memory.updated_at, memory.last_accessed or memory.updated_at)
+    idle = now - last_active
+    recently_used = (
+        memory.last_accessed is not None and now - memory.last_accessed <= policy.hot_idle
+    )
     if memory.tier is MemoryTier.HOT:
         return MemoryTier.WARM if idle > policy.hot_idle else None
     if memory.tier is MemoryTier.WARM:

@@ -8,7 +8,7 @@ from helpers import COUNTER, phase_context, write_workflow
 
 from animus_flows.budget import TokenBudget
 from animus_flows.hooks import memory_bindings
-from animus_flows.memory import AsyncMemoryLayer
+from animus_flows.memory import AsyncMemoryLayer, AsyncMemoryLoader
 from animus_flows.protocol import Capabilities, Scope
 from animus_flows.stores import BaseStore, SQLiteStore
 
@@ -105,6 +105,24 @@ async def test_injects_only_public_items_hot_first_from_own_and_shared_scopes(wo
     market_tokens = sum(i.tokens for i in items if i.binding == "market")
     assert events["market"].tokens_deducted == market_tokens
     assert ctx.budget.used("research", "memory") == ctx.contract.memory_context.tokens
+
+
+async def test_an_item_without_a_memory_type_is_semantic_as_the_loader_reads_it(workflow):
+    # `animus memory put` without metadata stores no memory_type: seed 003's default, SEMANTIC
+    await seed(workflow, [(Scope("desk"), "untyped-hedge", "hedging note on EUR/USD", {})])
+    text = WORKFLOW.replace("memory_types: [procedural]", "memory_types: [semantic]")
+    ctx = phase_context(
+        write_workflow(workflow.base_dir, text, "typed.yaml"), "research", "research"
+    )
+    await memory_bindings(ctx)
+    playbook = {
+        item.key for item in ctx.contract.memory_context.items if item.binding == "playbook"
+    }
+    assert playbook == {"fact-hedge", "untyped-hedge"}
+    store = SQLiteStore(workflow.resolve_path("memory.db"))
+    loaded = await AsyncMemoryLoader(store, "desk").load_for_agent("analyst", sectors=["semantic"])
+    await store.aclose()
+    assert "untyped-hedge" in {memory.id for memory in loaded.memories}
 
 
 async def test_inject_when_limits_agent_bindings_to_listed_phases(workflow):

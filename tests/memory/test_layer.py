@@ -17,6 +17,7 @@ from animus_flows.memory import (
     Entity,
     Memory,
     MemoryLayer,
+    MemoryLoader,
     MemoryTier,
     MemoryType,
     Sensitivity,
@@ -143,6 +144,25 @@ def test_every_write_path_redacts_secrets(memory, raw):
 
     assert memory.add_tag(kept.id, "xoxb-123456789012-abcdef")
     assert "[redacted:slack_token]" in memory.get_memory(kept.id).tags
+
+
+def test_the_subtype_and_imported_entity_names_are_redacted_too(memory, raw):
+    fact = memory.remember_fact("deploy", "uses", "the staging key", category="password=hunter2")
+    assert fact.subtype == "password=[REDACTED:password]"
+    assert fact.metadata["_redaction_count"] == 1
+    imported = record(
+        "a note",
+        subtype="token ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        entities=[{"name": "AKIAIOSFODNN7EXAMPLE", "type": "person"}, {"name": "Alice"}],
+    )
+    memory.import_memories(export_of(imported))
+    stored = memory.get_memory(imported["id"])
+    assert stored.subtype == "token [REDACTED:github_token]"
+    assert stored.entities == [Entity("Alice")]  # a secret is no entity name: dropped
+    assert stored.metadata["_redaction_count"] == 2
+    everything = json.dumps([item.to_json() for item in raw.query(SCOPE, "", top_k=100)])
+    for secret in ("hunter2", "ghp_16C7", "AKIAIOSFODNN7EXAMPLE"):
+        assert secret not in everything
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -338,6 +358,25 @@ def test_items_other_tools_wrote_read_as_memories_and_convert_on_write(memory, r
     assert converted.value["content"] == "EUR/USD broke 1.10" and converted.value["access_count"]
 
 
+def test_every_rewrite_keeps_the_expiry_of_an_item_stored_with_a_ttl(memory, raw):
+    # an item put with a TTL (`animus memory put --ttl`, an agent's MCP put) reads as a memory;
+    # the layer's writes to it (a recall's access count, a tag, tier moves, a new version's
+    # demoted parent) must not make it permanent
+    raw.put(SCOPE, "window", {"content": "the deploy window is open"}, ttl_seconds=600)
+    expires_at = raw.get(SCOPE, "window").expires_at
+    [found] = memory.recall("deploy window")
+    found.confidence = 0.9
+    memory.update_memory(found)
+    memory.add_tag("window", "ops")
+    memory.promote_memory("window")
+    memory.run_tier_review(now=datetime.now(UTC) + timedelta(days=2))
+    memory.update_with_version("window", content="the deploy window is open until 18:00")
+    item = raw.get(SCOPE, "window")
+    assert item.value["superseded_by"] is not None and item.metadata["tags"] == ["ops"]
+    assert item.expires_at is not None
+    assert abs(item.expires_at - expires_at) <= timedelta(seconds=2)
+
+
 # -- updates and versions --------------------------------------------------------------------
 
 
@@ -426,6 +465,25 @@ def test_forgetting_the_newest_version_makes_the_one_before_it_current(memory):
     assert memory.get_memory(v1.id).superseded_by == left.id
     assert [m.id for m in memory.recall("desk closes")] == [left.id]
     memory.forget(left.id)
+    assert [m.id for m in memory.recall("desk closes")] == [v1.id]
+
+
+def test_forgetting_a_middle_version_joins_the_chain_around_it(any_store_memory, db):
+    memory = any_store_memory
+    v1 = memory.remember("the desk closes at 17:00")
+    v2 = memory.update_with_version(v1.id, content="the desk closes at 18:00")
+    v3 = memory.update_with_version(v2.id, content="the desk closes at 19:00")
+    assert memory.forget(v2.id)
+    # v1 is still history: only the newest version is recalled, loaded or reviewed
+    assert [m.id for m in memory.recall("desk closes")] == [v3.id]
+    assert [m.id for m in memory.history(v1.id)] == [v1.id, v3.id]
+    assert [m.id for m in memory.history(v3.id)] == [v1.id, v3.id]
+    assert memory.get_memory(v3.id).parent_id == v1.id
+    assert memory.get_all_tags() == {} and memory.run_tier_review() == (0, 0)
+    with MemoryLoader(SQLiteStore(db), SCOPE.project_id, timeout_ms=None) as loader:
+        assert [m.id for m in loader.load_for_agent("dev", layers=(1, 2, 3)).memories] == [v3.id]
+    # forgetting v3 now makes v1 current again, as forgetting the newest version does
+    memory.forget(v3.id)
     assert [m.id for m in memory.recall("desk closes")] == [v1.id]
 
 
@@ -624,6 +682,11 @@ def test_entity_linking_is_off_by_default(memory):
     memory.import_memories(export_of(record("Reviewed it", entities=[{"name": "Bob"}])))
     assert memory.recall("bob") == []
     assert [m.content for m in memory.recall_by_entity("bob")] == ["Reviewed it"]
+    # a new version of the same text keeps its links, so the entity still finds the memory
+    (linked,) = memory.recall_by_entity("bob")
+    version = memory.update_with_version(linked.id, tags=["done"])
+    assert version.entities == [Entity("Bob")]
+    assert [m.id for m in memory.recall_by_entity("bob")] == [version.id]
 
 
 # -- enumeration past the store's top_k cap ---------------------------------------------------

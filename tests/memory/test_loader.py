@@ -131,6 +131,34 @@ def test_small_memories_fill_the_budget_past_the_first_page(store, loader):
     assert result.metadata.count == 120  # far more than one first page of a source
 
 
+class QueryLog(SQLiteStore):
+    """A real SQLite store that keeps the tier and top_k of every query it answers."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.queries = []
+
+    async def query(self, scope, text, *, top_k=8, filters=None):
+        self.queries.append(((filters or {}).get("tier", [None])[0], top_k))
+        return await super().query(scope, text, top_k=top_k, filters=filters)
+
+
+def test_warm_is_not_fetched_again_once_it_fills_70_percent_of_the_budget(db):
+    records = ",".join(
+        f'{{"id": "{uuid.uuid4()}", "content": "note {n} {"word " * 60}", "tier": "warm"}}'
+        for n in range(300)
+    )
+    with layer(SQLiteStore(db), "dev") as memory:
+        memory.import_memories(f"[{records}]")
+    store = QueryLog(db)
+    with MemoryLoader(store, PROJECT, timeout_ms=None) as loader:
+        result = loader.load_for_agent("dev", budget=2000)
+    assert 0.7 * 2000 <= result.metadata.tokens_used <= 2000
+    # one query per scope and tier: more WARM could never be disclosed past 70%, so asking for
+    # it (top_k 100, 400, 1000 of a large scope) only cost the 500 ms deadline time
+    assert sorted(store.queries) == sorted([("hot", 25)] * 2 + [("warm", 25)] * 2)
+
+
 def test_budgets_come_from_the_agent_then_the_default(store):
     remember(store, "dev", "x " * 300, tier="hot")
     with MemoryLoader(store, PROJECT, budgets={"dev": 3000}) as configured:

@@ -49,6 +49,10 @@ def test_an_access_counts_and_heats_one_step():
         ("hot", {"updated": NOW - 2 * DAY, "accessed": NOW - DAY / 2}, None),
         ("warm", {"updated": NOW - 31 * DAY}, "cold"),
         ("warm", {"updated": NOW - 29 * DAY}, None),
+        # modified since its last recall: idle since the change, not since the recall
+        ("warm", {"updated": NOW - DAY, "accessed": NOW - 40 * DAY}, None),
+        ("hot", {"updated": NOW - DAY / 2, "accessed": NOW - 2 * DAY, "count": 4}, None),
+        ("hot", {"updated": NOW - 3 * DAY, "accessed": NOW - 2 * DAY}, "warm"),
         ("warm", {"accessed": NOW - DAY / 2, "count": 3}, "hot"),
         ("warm", {"accessed": NOW - DAY / 2, "count": 2}, None),
         ("warm", {"accessed": NOW - 2 * DAY, "count": 9}, None),
