@@ -64,6 +64,7 @@ from animus_flows.memory.tiers import TierPolicy, after_access, reviewed, shifte
 from animus_flows.protocol import (
     JSON,
     BatchedKeyReads,
+    KeyExpiries,
     KeyPrefixReads,
     MemoryItem,
     MemoryStore,
@@ -848,7 +849,7 @@ class AsyncMemoryLayer:
         if not entries:
             return
         if expiring is None:
-            expiring = _expiries(await self._items([key for _, key, _, _ in entries]))
+            expiring = await self._expiring([key for _, key, _, _ in entries])
         put_many = getattr(self.store, "put_many", None)
         if len(entries) > 1 and callable(put_many) and not expiring:  # put_many has no TTLs
             await put_many(entries)
@@ -924,7 +925,7 @@ class AsyncMemoryLayer:
                         key,
                         item.value,
                         metadata=dict(item.metadata),
-                        ttl_seconds=_ttl_left(item),
+                        ttl_seconds=_ttl_until(item.expires_at),
                     )
             except Exception as undo_error:
                 left = keys[done:]
@@ -961,6 +962,14 @@ class AsyncMemoryLayer:
         if item is None or is_tombstone(item.metadata):
             return None
         return _memory_of(item)
+
+    async def _expiring(self, keys: Sequence[str]) -> dict[str, int]:
+        """The remaining `ttl_seconds` of the items under `keys` that expire, by key: from the
+        store's key index when it offers one (`KeyExpiries`), else from the items."""
+        if isinstance(self.store, KeyExpiries):
+            found = await self.store.expiries(self.scope, keys)
+            return {key: _ttl_until(at) for key, at in found.items()}  # type: ignore[misc]
+        return _expiries(await self._items(keys))
 
     async def _items(self, keys: Sequence[str]) -> dict[str, MemoryItem]:
         """The scope's live items among `keys`, by key: in batches from a store that reads
@@ -1213,18 +1222,20 @@ def _listed(keys: Sequence[str]) -> str:
     return ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
 
 
-def _ttl_left(item: MemoryItem) -> int | None:
-    """The `ttl_seconds` that rewrites `item` expiring when it does (at least a second)."""
-    if item.expires_at is None:
+def _ttl_until(expires_at: datetime | None) -> int | None:
+    """The `ttl_seconds` that makes a rewrite expire at `expires_at` (at least a second)."""
+    if expires_at is None:
         return None
-    return max(1, math.ceil((item.expires_at - utcnow()).total_seconds()))
+    return max(1, math.ceil((expires_at - utcnow()).total_seconds()))
 
 
 def _expiries(items: dict[str, MemoryItem]) -> dict[str, int]:
     """The remaining `ttl_seconds` of the items in `items` that expire, by key: a rewrite of a
     memory keeps its expiry (another tool may have stored it with a TTL), or a recall would
     make it permanent."""
-    return {key: ttl for key, item in items.items() if (ttl := _ttl_left(item)) is not None}
+    return {
+        key: ttl for key, item in items.items() if (ttl := _ttl_until(item.expires_at)) is not None
+    }
 
 
 def _memory_of(item: MemoryItem) -> Memory:

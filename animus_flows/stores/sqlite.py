@@ -189,6 +189,13 @@ def _item(
     )
 
 
+def _checked_keys(keys: Sequence[str]) -> list[str]:
+    """`keys` once each, every one checked as `get` checks a key."""
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise InvalidRequest(f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}")
+    return list(dict.fromkeys(check_key(key) for key in keys))
+
+
 def _scope_ids(scope: Scope) -> tuple[str, str, str]:
     """The `scopes` table's columns for `scope`: absent agent and task ids are ''."""
     return (scope.project_id, scope.agent_id or "", scope.task_id or "")
@@ -831,11 +838,7 @@ class SQLiteStore(BaseStore):
         """The live items of `scope` among `keys`, by key (a key without one is absent): what
         `get` returns key by key, in one read of the key index per `GET_MANY_BATCH` keys."""
         check_scope(scope)
-        if isinstance(keys, str) or not isinstance(keys, Sequence):
-            raise InvalidRequest(
-                f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}"
-            )
-        wanted = list(dict.fromkeys(check_key(key) for key in keys))
+        wanted = _checked_keys(keys)
         found: dict[str, MemoryItem] = {}
         for start in range(0, len(wanted), GET_MANY_BATCH):
             batch = wanted[start : start + GET_MANY_BATCH]
@@ -848,6 +851,26 @@ class SQLiteStore(BaseStore):
 
             # a read per batch, so the event loop runs between them
             found.update((row[0], _item(scope, *row)) for row in await self._read(read, batch))
+        return found
+
+    async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]:
+        """When the live items of `scope` among `keys` that expire do, by key (see
+        `protocol.KeyExpiries`): the key index alone, no value read or decoded."""
+        check_scope(scope)
+        wanted = _checked_keys(keys)
+        found: dict[str, datetime] = {}
+        for start in range(0, len(wanted), GET_MANY_BATCH):
+            batch = wanted[start : start + GET_MANY_BATCH]
+
+            def read(conn: sqlite3.Connection, batch: list[str]) -> list[tuple[str, float]]:
+                return conn.execute(
+                    "SELECT i.key, i.expires_at FROM items i JOIN scopes s ON s.id = i.scope_id"
+                    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
+                    f" AND i.key IN ({', '.join('?' * len(batch))}) AND i.expires_at > ?",
+                    (*_scope_ids(scope), *batch, utcnow().timestamp()),
+                ).fetchall()
+
+            found.update((key, _moment(at)) for key, at in await self._read(read, batch))  # type: ignore[misc]
         return found
 
     async def items_with_key_prefix(

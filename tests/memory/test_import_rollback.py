@@ -216,3 +216,17 @@ async def test_an_update_that_cannot_be_undone_names_its_keys(tmp_path):
     assert "; undoing the update failed too (plugin crash exited with code 3" in message
     assert f"may still hold the update's writes under 2 key(s): {parent.id}, " in message
     assert message.endswith("; once the store works, check them and repeat the update")
+
+
+async def test_a_recall_through_a_plugin_keeps_the_expiry_of_an_item_stored_with_a_ttl(tmp_path):
+    # a store without the SQLite store's expiry lookup: the layer reads the items it rewrites
+    store = working(tmp_path)
+    await store.put(SCOPE, "window", {"content": "the deploy window is open"}, ttl_seconds=600)
+    expires_at = (await store.get(SCOPE, "window")).expires_at
+    layer = AsyncMemoryLayer(store, SCOPE)
+    [found] = await layer.recall("deploy window")
+    assert found.access_count == 1
+    item = await store.get(SCOPE, "window")
+    assert item.value["access_count"] == 1 and item.expires_at is not None
+    assert abs(item.expires_at - expires_at) <= timedelta(seconds=2)
+    await store.aclose()
