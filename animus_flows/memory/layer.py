@@ -670,11 +670,17 @@ class AsyncMemoryLayer:
         return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
     async def promote_memory(self, memory_id: str) -> bool:
-        """Move a memory one tier toward HOT; False when missing or already HOT."""
+        """Move a memory one tier toward HOT; False when missing or already HOT.
+
+        A manual move is a change: the memory's idle time for `run_tier_review` starts again.
+        """
         return await self._shift(memory_id, +1)
 
     async def demote_memory(self, memory_id: str) -> bool:
-        """Move a memory one tier toward COLD; False when missing or already COLD."""
+        """Move a memory one tier toward COLD; False when missing or already COLD.
+
+        A manual move is a change: the memory's idle time for `run_tier_review` starts again.
+        """
         return await self._shift(memory_id, -1)
 
     async def _shift(self, memory_id: str, step: int) -> bool:
@@ -683,6 +689,8 @@ class AsyncMemoryLayer:
         if memory is None or tier is None:
             return False
         memory.tier = tier
+        # else the next review undoes a promotion of a memory idle for long
+        memory.updated_at = utcnow()
         await self._write([memory])
         return True
 

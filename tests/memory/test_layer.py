@@ -573,6 +573,17 @@ def test_promote_and_demote_one_tier_at_a_time(memory):
     assert memory.promote_memory("c0ffee") is False and memory.demote_memory("c0ffee") is False
 
 
+def test_a_manual_tier_move_is_not_undone_by_the_next_review(memory):
+    # a memory untouched for 40 days that a person promotes today is not idle since 40 days
+    long_ago = (datetime.now(UTC) - timedelta(days=40)).isoformat()
+    old = record("old, promoted by hand", tier="warm", updated_at=long_ago)
+    memory.import_memories(export_of(old))
+    assert memory.promote_memory(old["id"])
+    assert memory.run_tier_review() == (0, 0)
+    assert memory.get_memory(old["id"]).tier is MemoryTier.HOT
+    assert memory.run_tier_review(now=datetime.now(UTC) + timedelta(days=2)) == (1, 0)
+
+
 def test_tier_review_demotes_stale_and_promotes_busy_memories(memory):
     now = datetime(2026, 3, 1, tzinfo=UTC)
     day = timedelta(days=1)
