@@ -48,10 +48,7 @@ class Fetch:
 def store_filters(binding: MemoryBinding) -> dict[str, Any]:
     """Filters that keep a store's top_k for what this binding may inject."""
     filters: dict[str, Any] = dict(EGRESS_FILTER)
-    tiers: list[Any] = list(binding.tiers)
-    if "warm" in tiers:
-        tiers.append(None)  # no tier means WARM
-    filters["tier"] = tiers
+    filters["tier"] = metadata_filter("tier", binding.tiers)
     if binding.memory_types:  # no memory_type means SEMANTIC, as the memory layer reads it
         filters["memory_type"] = metadata_filter("memory_type", binding.memory_types)
     return filters

@@ -611,8 +611,11 @@ def _count(value: object, least: int) -> int:
 
 def metadata_filter(name: str, values: Iterable[str]) -> list[str | None]:
     """A store filter for `name` in `values`, matching items that omit `name` when its default
-    is among `values` (an item without `tier` is WARM)."""
-    options: list[str | None] = list(dict.fromkeys(values))
+    is among `values` (an item without `tier` is WARM), and the spellings other tools use
+    (`HOT`, `Semantic`): reads of the reserved keys ignore case, so filters must too."""
+    options: list[str | None] = list(
+        dict.fromkeys(form for value in values for form in (value, value.upper(), value.title()))
+    )
     if METADATA_DEFAULTS.get(name) in options:
         options.append(None)
     return options

@@ -125,6 +125,21 @@ async def test_an_item_without_a_memory_type_is_semantic_as_the_loader_reads_it(
     assert "untyped-hedge" in {memory.id for memory in loaded.memories}
 
 
+async def test_reserved_values_spelled_by_other_tools_match_in_any_case(workflow):
+    # `tier: HOT` reads as hot everywhere (tier_of); the store's filter must not drop it first
+    await seed(
+        workflow,
+        [(Scope("desk"), "loud-hedge", "hedging note on EUR/USD", {"tier": "HOT"})],
+    )
+    text = WORKFLOW.replace("memory_types: [procedural]", "memory_types: [semantic]")
+    ctx = phase_context(
+        write_workflow(workflow.base_dir, text, "typed.yaml"), "research", "research"
+    )
+    await memory_bindings(ctx)
+    injected = {item.key: item.tier for item in ctx.contract.memory_context.items}
+    assert injected["loud-hedge"] == "hot"
+
+
 async def test_inject_when_limits_agent_bindings_to_listed_phases(workflow):
     ctx = phase_context(workflow, "research", "act")
     await memory_bindings(ctx)

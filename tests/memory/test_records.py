@@ -185,8 +185,12 @@ def test_the_caller_may_not_set_keys_the_layer_owns():
     assert check_user_metadata({"_redaction_count": 2}, redaction=True) == {"_redaction_count": 2}
 
 
-def test_filters_match_items_that_omit_a_key_with_the_default_value():
-    assert metadata_filter("tier", ["warm"]) == ["warm", None]
-    assert metadata_filter("tier", ["hot"]) == ["hot"]
-    assert metadata_filter("sensitivity", ["public", "personal"]) == ["public", "personal", None]
-    assert metadata_filter("memory_type", ["episodic", "episodic"]) == ["episodic"]
+def test_filters_match_items_that_omit_a_key_with_the_default_value_and_any_spelling():
+    assert metadata_filter("tier", ["warm"]) == ["warm", "WARM", "Warm", None]
+    assert metadata_filter("tier", ["hot"]) == ["hot", "HOT", "Hot"]
+    assert metadata_filter("sensitivity", ["public", "personal"]) == [
+        *("public", "PUBLIC", "Public", "personal", "PERSONAL", "Personal", None)
+    ]
+    assert metadata_filter("memory_type", ["episodic", "episodic"]) == [
+        *("episodic", "EPISODIC", "Episodic")
+    ]
