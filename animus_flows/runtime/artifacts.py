@@ -59,14 +59,16 @@ def ops_table(events: list[MemoryOpEvent]) -> list[dict[str, Any]]:
     return rows
 
 
-# Characters that start markup inside a line of markdown; the UI also renders raw HTML.
-_MARKUP = re.compile(r"([\\`*_\[\]<>|~!&])")
+# Characters that start markup inside a line of markdown, escaped with a backslash; the UI
+# also renders raw HTML, whose characters become entities (which GFM's autolinks stop at).
+_MARKUP = re.compile(r"([\\`*_\[\]|~!])")
+_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
 def _cell(text: str) -> str:
     """`text` as literal text in a table cell: keys and notes come from stores and agents, and
     `<b>`, `*x*` or `[a](b)` in them must show as written, not as markup."""
-    return _MARKUP.sub(r"\\\1", " ".join(text.splitlines()))
+    return _MARKUP.sub(r"\\\1", " ".join(text.splitlines()).translate(_HTML))
 
 
 def _fenced(text: str) -> list[str]:

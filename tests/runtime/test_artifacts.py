@@ -47,7 +47,7 @@ def test_keys_and_texts_from_stores_show_as_written_not_as_markup():
     markdown = context_markdown("research", context, None)
     (row,) = [line for line in markdown.splitlines() if line.startswith("| market |")]
     assert row == (
-        r"| market | \<img src=x onerror=alert(1)\>\*em\*\`code\`\|\[a\](http://example.com)"
+        r"| market | &lt;img src=x onerror=alert(1)&gt;\*em\*\`code\`\|\[a\](http://example.com)"
         " next | hot | 0.500 | 9 |"
     )
     assert "`````text\n" + text + "`````\n" in markdown
@@ -66,8 +66,8 @@ def test_the_ops_table_escapes_its_text_cells_which_the_ui_renders_as_markdown()
         detail="HTTP 500: <img src=http://127.0.0.1:9/x.png> *down*",
     )
     (row,) = ops_table([event])
-    assert row["scope"] == r"project=desk/task=\<b\>T\</b\>"
-    assert row["detail"] == r"HTTP 500: \<img src=http://127.0.0.1:9/x.png\> \*down\*"
+    assert row["scope"] == "project=desk/task=&lt;b&gt;T&lt;/b&gt;"
+    assert row["detail"] == r"HTTP 500: &lt;img src=http://127.0.0.1:9/x.png&gt; \*down\*"
     assert (row["op"], row["status"], row["result_count"], row["latency_ms"]) == (
         "query",
         "error",
