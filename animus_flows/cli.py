@@ -448,9 +448,10 @@ def memory_import(
             raise InvalidRequest(f"{'stdin' if str(path) == '-' else path}: {exc}") from None
         target = layer.scope
     if as_json:
-        _print_json({"imported": count})
+        _print_json({"imported": count, "skipped": count.skipped})
     else:
-        typer.echo(f"imported {count} memories into {target}")
+        expired = f" (skipped {count.skipped} that had expired)" if count.skipped else ""
+        typer.echo(f"imported {count} memories into {target}{expired}")
 
 
 @memory_app.command("serve")

@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 import threading
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ def test_export_prints_the_document_and_import_reads_it_back(project):
     again = invoke(
         "memory", "import", "dev.json", "--plugin", "other", "--scope", "project", "--json"
     )
-    assert json.loads(again.stdout) == {"imported": 2}
+    assert json.loads(again.stdout) == {"imported": 2, "skipped": 0}
     assert memories_in(project, "other.db", Scope("demo")) == ["first note", "second note"]
 
 
@@ -274,7 +275,7 @@ def test_export_and_import_as_real_processes(project):
         "memory", "import", "dev.json", "--plugin", "other", *DEV, "--json", cwd=project
     )
     assert imported.returncode == 0, imported.stderr
-    assert json.loads(imported.stdout) == {"imported": 2}
+    assert json.loads(imported.stdout) == {"imported": 2, "skipped": 0}
     bad = _animus("memory", "import", "-", *LOCAL, *DEV, cwd=project, stdin="[{]")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("error: stdin: import data is not valid JSON")
@@ -282,6 +283,36 @@ def test_export_and_import_as_real_processes(project):
         "process note one",
         "process note two",
     ]
+
+
+def test_export_and_import_as_real_processes_keep_expiries_and_skip_expired_records(project):
+    put = _animus(
+        "memory", "put", *LOCAL, *DEV, "--key", "session-note", "--value", '{"content": "call"}',
+        "--ttl", "3600", "--json", cwd=project,
+    )  # fmt: skip
+    assert put.returncode == 0, put.stderr
+    expires = datetime.fromisoformat(json.loads(put.stdout)["expires_at"])
+    seed(project, Scope("demo", agent_id="dev"), "never expires")
+    exported = _animus("memory", "export", *LOCAL, *DEV, "-o", "dev.json", cwd=project)
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads((project / "dev.json").read_text())
+    gone = {"id": "gone", "content": "too late", "expires_at": "2020-01-01T00:00:00+00:00"}
+    document["memories"].append(gone)
+    (project / "dev.json").write_text(json.dumps(document))
+
+    other = ("--plugin", "other", *DEV)
+    imported = _animus("memory", "import", "dev.json", *other, "--json", cwd=project)
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout) == {"imported": 2, "skipped": 1}
+    again = _animus("memory", "import", "dev.json", *other, cwd=project)
+    assert again.stdout == (
+        "imported 2 memories into project=demo/agent=dev (skipped 1 that had expired)\n"
+    )
+    dev = Scope("demo", agent_id="dev")
+    with SyncStore(SQLiteStore(project / ".animus" / "other.db")) as raw:
+        assert abs(raw.get(dev, "session-note").expires_at - expires) < timedelta(seconds=2)
+        assert raw.get(dev, "gone") is None
+        assert raw.get(dev, document["memories"][1]["id"]).expires_at is None  # never expires
 
 
 TRADE_DESK = Path(__file__).resolve().parents[1] / "examples" / "trade-desk"
@@ -304,7 +335,7 @@ def test_what_export_writes_imports_back_with_the_same_keys_and_content(tmp_path
         records = json.loads((project / "out.json").read_text())["memories"]
         imported = _animus("memory", "import", "out.json", *store, *target, "--json", cwd=project)
         assert imported.returncode == 0, imported.stderr
-        assert json.loads(imported.stdout) == {"imported": len(records)}
+        assert json.loads(imported.stdout) == {"imported": len(records), "skipped": 0}
         again = _animus("memory", "export", *store, *target, cwd=project)
         assert json.loads(again.stdout)["memories"] == records, target
     seeded = json.loads((TRADE_DESK / "seed.json").read_text())

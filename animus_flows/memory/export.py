@@ -9,7 +9,9 @@ An export is one JSON document::
 before anything is written, so a bad import changes nothing. A record's `id` is the store key it
 was read from and is written back under exactly that key: a UUID for memories the layer created,
 whatever key another tool chose otherwise (`animus memory put --key desk-limits`). A record
-without `provenance` gets `import`; one with it keeps it, so a restored backup is faithful.
+without `provenance` gets `import`; one with it keeps it, so a restored backup is faithful. A
+record of a memory that expires carries `expires_at` (ISO 8601, UTC); one that never expires has
+no such field.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
 from animus_flows import __version__
 from animus_flows.errors import InvalidRequest
-from animus_flows.memory.records import Memory
+from animus_flows.memory.records import Memory, parse_record_time
 from animus_flows.protocol import JSON, Scope, utcnow
 from animus_flows.stores.base import check_key
 
@@ -37,19 +39,48 @@ BACKUP_EXPORT_NAME = "memories.json"
 BACKUP_MANIFEST_NAME = "manifest.json"
 
 
+#: The record field, beside `Memory`'s own, that says when a memory expires.
+EXPIRES_AT = "expires_at"
+
+
+class ImportCount(int):
+    """The number of memories an import wrote; `skipped` counts the records it left out
+    because their `expires_at` had passed (they would be gone at once)."""
+
+    skipped: int
+
+    def __new__(cls, imported: int, skipped: int = 0) -> ImportCount:
+        count = super().__new__(cls, imported)
+        count.skipped = skipped
+        return count
+
+
 def export_document(
-    memories: Iterable[Memory], scope: Scope, *, exported_at: datetime | None = None
+    memories: Iterable[Memory],
+    scope: Scope,
+    *,
+    exported_at: datetime | None = None,
+    expiries: Mapping[str, datetime] | None = None,
 ) -> dict[str, JSON]:
-    """The export of `memories` from `scope`, oldest first."""
+    """The export of `memories` from `scope`, oldest first; `expiries`: when the memories that
+    expire do, by id (the others' records have no `expires_at`)."""
     records = sorted(memories, key=lambda m: (m.created_at, m.version, m.id))
+    expiries = expiries or {}
     return {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
         "exported_at": (exported_at or utcnow()).isoformat(),
         "scope": scope.to_json(),
         "count": len(records),
-        "memories": [memory.to_json() for memory in records],
+        "memories": [_record(memory, expiries.get(memory.id)) for memory in records],
     }
+
+
+def _record(memory: Memory, expires_at: datetime | None) -> dict[str, JSON]:
+    record = memory.to_json()
+    if expires_at is not None:
+        record[EXPIRES_AT] = expires_at.astimezone(UTC).isoformat()
+    return record
 
 
 def dumps(document: Mapping[str, JSON]) -> str:
@@ -61,6 +92,16 @@ def parse_export(text: str | bytes) -> list[Memory]:
 
     Raises:
         InvalidRequest: the text is not JSON, not an export, or a record is malformed.
+    """
+    return parse_export_with_expiries(text)[0]
+
+
+def parse_export_with_expiries(text: str | bytes) -> tuple[list[Memory], dict[str, datetime]]:
+    """What `parse_export` returns, and when the memories whose records carry `expires_at`
+    expire, by id (aware: a time without a zone is read as UTC, like the record's others).
+
+    Raises:
+        InvalidRequest: as `parse_export`; also for an `expires_at` that is no ISO 8601 time.
     """
     try:
         data = json.loads(text)
@@ -95,11 +136,17 @@ def parse_export(text: str | bytes) -> list[Memory]:
             "import data has no list of memories; pass an export document or a JSON list"
         )
     memories: list[Memory] = []
+    expiries: dict[str, datetime] = {}
     seen: dict[str, int] = {}
     for index, record in enumerate(records):
         where = f"memories[{index}]"
+        expires_at = None
         if isinstance(record, Mapping):
             record = {"provenance": "import", **record}
+            try:
+                expires_at = parse_record_time(record.pop(EXPIRES_AT, None), EXPIRES_AT)
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"{where}: {exc}") from None
         memory = Memory.from_json(record, where=where)
         try:
             check_key(memory.id)  # what the store will be asked to take
@@ -112,8 +159,10 @@ def parse_export(text: str | bytes) -> list[Memory]:
             )
         seen[memory.id] = index
         memories.append(memory)
+        if expires_at is not None:
+            expiries[memory.id] = expires_at
     _refuse_version_cycles(memories)
-    return memories
+    return memories, expiries
 
 
 def _refuse_version_cycles(memories: list[Memory]) -> None:

@@ -32,7 +32,13 @@ from typing import Any
 from animus_flows.disclosure import EGRESS_FILTER, is_superseded
 from animus_flows.errors import AnimusError, InvalidRequest, StoreError
 from animus_flows.memory.entities import extract_entities, query_entity_keys
-from animus_flows.memory.export import dumps, export_document, parse_export, write_backup
+from animus_flows.memory.export import (
+    ImportCount,
+    dumps,
+    export_document,
+    parse_export_with_expiries,
+    write_backup,
+)
 from animus_flows.memory.records import (
     BUCKET_KEY,
     DELETED_KEY,
@@ -722,10 +728,11 @@ class AsyncMemoryLayer:
     # -- export, import, backup --------------------------------------------------------------
 
     async def export_memories(self) -> str:
-        """Every memory of the scope (all versions) as one JSON document, oldest first."""
-        return dumps(export_document(await self._scan(), self.scope))
+        """Every memory of the scope (all versions) as one JSON document, oldest first; the
+        records of memories that expire carry `expires_at`."""
+        return dumps(await self._export_document())
 
-    async def import_memories(self, data: str) -> int:
+    async def import_memories(self, data: str) -> ImportCount:
         """Import an export (or a JSON list of records) into this scope; returns the count.
 
         Every record is validated before anything is written; then all are written, with the
@@ -733,6 +740,9 @@ class AsyncMemoryLayer:
         `put_many` is one transaction (SQLite), else one at a time, undoing the written ones
         when a write fails. Ids are kept, so importing the same data again changes nothing.
         Records are redacted like any write; a record without `provenance` gets `import`.
+        A record with `expires_at` is written with the time it has left; one whose
+        `expires_at` has passed is not written, and the count's `skipped` says how many were
+        not. A record without it is written to last, even over a memory that expires.
 
         Raises:
             InvalidRequest: the data is not JSON or a record is malformed; nothing is written.
@@ -741,20 +751,28 @@ class AsyncMemoryLayer:
         """
         if not isinstance(data, (str, bytes)):
             raise InvalidRequest(f"import_memories takes JSON text, not {type(data).__name__}")
-        memories = parse_export(data)
+        memories, expiries = parse_export_with_expiries(data)
         for index, memory in enumerate(memories):
             try:
                 check_user_metadata(memory.metadata, redaction=True)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"memories[{index}]: {exc}") from None
+        now = utcnow()
+        live = [m for m in memories if m.id not in expiries or expiries[m.id] > now]
+        for memory in live:
             self._ingest(memory, extract=not memory.entities)
-        stored = await self._stored_copies(memories)
+        stored = await self._stored_copies(live)
+        relinked = self._link_versions(live, stored)
+        # The records' own expiries, not those of the copies they overwrite: the record is what
+        # is restored. A stored parent relinked to an imported version keeps its own.
+        expiring = _expiries({parent.id: stored[parent.id] for parent in relinked})
+        expiring |= {m.id: ttl for m in live if (ttl := _ttl_until(expiries.get(m.id))) is not None}
         await self._write_all_or_nothing(
-            memories + self._link_versions(memories, stored), "import", before=stored
+            live + relinked, "import", before=stored, expiring=expiring
         )
-        if len(memories) >= OPTIMIZE_AFTER_IMPORT:
+        if len(live) >= OPTIMIZE_AFTER_IMPORT:
             await self._optimize_store()
-        return len(memories)
+        return ImportCount(len(live), skipped=len(memories) - len(live))
 
     async def _optimize_store(self) -> None:
         """Run the store's `optimize()`, when it has one, after a bulk import. The import stands
@@ -813,8 +831,13 @@ class AsyncMemoryLayer:
         is not a regular file (a pipe, /dev/stdout) is written to directly."""
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             raise InvalidRequest(f"backup path {path!r} must be a file path such as 'backup.zip'")
-        document = export_document(await self._scan(), self.scope)
+        document = await self._export_document()
         return await asyncio.to_thread(write_backup, path, dumps(document), document)
+
+    async def _export_document(self) -> dict[str, JSON]:
+        memories = await self._scan()
+        expiries = await self._expiry_times([memory.id for memory in memories])
+        return export_document(memories, self.scope, expiries=expiries)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -874,14 +897,17 @@ class AsyncMemoryLayer:
         *,
         tombstones: Sequence[str] = (),
         before: dict[str, MemoryItem] | None = None,
+        expiring: dict[str, int] | None = None,
     ) -> None:
         """Write `tombstones` (keys `forget` empties), then `memories`, so that a failure leaves
         the scope as it was, as far as the store allows. `what` names the operation in errors.
 
         The items under the keys are read first (`before`: the caller's copies, when it has
-        them). A store whose `put_many` is one transaction (`atomic_put_many`: SQLite) gets one,
-        when nothing written expires (tombstones, and rewrites of items stored with a TTL, which
-        keep it: `put_many` cannot say so). Otherwise they are written one put at a time, the
+        them). `expiring`: the `ttl_seconds` to write memories with, by id; by default a rewrite
+        keeps the remaining TTL of the item it overwrites (see `_expiries`). A store whose
+        `put_many` is one transaction (`atomic_put_many`: SQLite) gets one, when nothing
+        written expires (tombstones, and memories written with a TTL: `put_many` cannot say
+        so). Otherwise they are written one put at a time, the
         protocol's only write: should one fail, the keys tried (the failed one too, it may have
         landed) get back what `before` holds, and keys it lacks get a tombstone; then the error
         is raised, saying so.
@@ -889,7 +915,8 @@ class AsyncMemoryLayer:
         await self._look_up_links(memories)  # so the rewrite records them
         if before is None:
             before = await self._items([*tombstones, *(memory.id for memory in memories)])
-        expiring = _expiries(before)
+        if expiring is None:
+            expiring = _expiries(before)
         if (
             not tombstones
             and not expiring
@@ -972,12 +999,17 @@ class AsyncMemoryLayer:
         return _memory_of(item)
 
     async def _expiring(self, keys: Sequence[str]) -> dict[str, int]:
-        """The remaining `ttl_seconds` of the items under `keys` that expire, by key: from the
-        store's key index when it offers one (`KeyExpiries`), else from the items."""
+        """The remaining `ttl_seconds` of the items under `keys` that expire, by key."""
+        found = await self._expiry_times(keys)
+        return {key: _ttl_until(at) for key, at in found.items()}  # type: ignore[misc]
+
+    async def _expiry_times(self, keys: Sequence[str]) -> dict[str, datetime]:
+        """When the items under `keys` that expire do, by key: from the store's key index when
+        it offers one (`KeyExpiries`), else from the items."""
         if isinstance(self.store, KeyExpiries):
-            found = await self.store.expiries(self.scope, keys)
-            return {key: _ttl_until(at) for key, at in found.items()}  # type: ignore[misc]
-        return _expiries(await self._items(keys))
+            return await self.store.expiries(self.scope, keys)
+        items = await self._items(keys)
+        return {key: item.expires_at for key, item in items.items() if item.expires_at}
 
     async def _items(self, keys: Sequence[str]) -> dict[str, MemoryItem]:
         """The scope's live items among `keys`, by key: in batches from a store that reads

@@ -329,6 +329,16 @@ def _enum(kind: type[StrEnum], value: object, name: str) -> Any:
         raise InvalidRequest(f"{name} {value!r} is not one of {choices}") from None
 
 
+def parse_record_time(value: object, name: str) -> datetime | None:
+    """A record's time field `name` as an aware datetime (None stays None), checked as the
+    record's own times are: ISO 8601, read as UTC without a zone, with a UTC time.
+
+    Raises:
+        InvalidRequest: naming `name` and the value.
+    """
+    return None if value is None else _in_range(_parse_time(value, name), name)
+
+
 def _parse_time(value: object, name: str) -> datetime:
     if isinstance(value, datetime):
         return _aware(value)

@@ -208,6 +208,20 @@ def test_import_redacts_like_any_write(memory):
             ' "metadata": {"tier": "hot"}}]',
             "memories[1]: metadata key(s) tier are reserved by the memory layer",
         ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x",'
+            ' "expires_at": "next week"}]',
+            "memories[1]: expires_at 'next week' is not an ISO 8601 time such as",
+        ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x", "expires_at": 7}]',
+            "memories[1]: expires_at 7 is not an ISO 8601 time",
+        ),
+        (
+            '[{"id": "3f2a9c1b-8d7e-4f5a-9b3c-2d1e0f9a8b7c", "content": "x",'
+            ' "expires_at": "0001-01-01T00:00:00+14:00"}]',
+            "memories[1]: expires_at '0001-01-01T00:00:00+14:00' has no UTC time",
+        ),
     ],
 )
 def test_bad_imports_are_refused_whole(memory, raw, data, message):
