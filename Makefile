@@ -37,6 +37,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_sqlite.py
 	$(BIN)/python benchmarks/bench_loader.py
 	$(BIN)/python benchmarks/bench_layer.py
+	$(BIN)/python benchmarks/bench_scan.py
 	$(BIN)/python benchmarks/bench_plugins.py
 	$(BIN)/python benchmarks/bench_runtime.py
 

@@ -372,6 +372,18 @@ class BatchedKeyReads(Protocol):
 
 
 @runtime_checkable
+class ScopeReads(Protocol):
+    """An optional, in-process extension of a store (no JSON-RPC method): the live items of
+    one scope in key order, a page at a time (`after`: the last key of the page before). The
+    memory layer enumerates a scope (export, backup, tags, tier review) through it when its
+    store offers it, and by listings filtered on `_bucket` otherwise."""
+
+    async def scope_items(
+        self, scope: Scope, *, after: str | None = None, limit: int = 1000
+    ) -> list[MemoryItem]: ...
+
+
+@runtime_checkable
 class KeyExpiries(Protocol):
     """An optional, in-process extension of a store (no JSON-RPC method): when the live items
     under keys of one scope expire, without reading them. The memory layer rewrites memories

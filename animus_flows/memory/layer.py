@@ -76,6 +76,7 @@ from animus_flows.protocol import (
     MemoryStore,
     QueryHit,
     Scope,
+    ScopeReads,
     utcnow,
 )
 from animus_flows.redaction import redact, redact_json, redaction_metadata
@@ -87,6 +88,8 @@ _HEX = "0123456789abcdef"
 # full-text index in many segments. After a 100,000-memory import, queries took 1.64 ms instead
 # of 0.88 ms until it was merged, which took 0.44 s of a 15 s import (bench_layer).
 OPTIMIZE_AFTER_IMPORT = 1000
+# Items per read when a store walks a scope (`ScopeReads`): short reads keep the event loop free.
+SCAN_PAGE = 500
 
 logger = logging.getLogger(__name__)
 
@@ -1061,9 +1064,8 @@ class AsyncMemoryLayer:
                 item.updated_at if item else None,
             )
             decoded.append((memory, hit.score))
-        if whole_scope:  # every newer version is among them: no need to look further
-            unlinked = [memory for memory, _ in decoded if _unlinked(memory)]
-            _link_to_newest(unlinked, newest_versions(memory for memory, _ in decoded))
+        if whole_scope:
+            _link_whole_scope([memory for memory, _ in decoded])
         return decoded
 
     def _criteria(
@@ -1189,6 +1191,8 @@ class AsyncMemoryLayer:
         One listing query when the scope fits under the store's `max_query_top_k`; otherwise
         slices by `_bucket` (16, then 256 of them, plus items without one) so each fits.
         """
+        if isinstance(self.store, ScopeReads):
+            return await self._scan_items(self.store)
         cap = self._cap
         hits = await self.store.query(self.scope, "", top_k=cap)
         if len(hits) < cap:
@@ -1210,6 +1214,19 @@ class AsyncMemoryLayer:
             raise self._too_many("written by other tools (without a _bucket key)")
         collected += foreign
         return [memory for memory, _ in await self._decode(collected, whole_scope=True)]
+
+    async def _scan_items(self, store: ScopeReads) -> list[Memory]:
+        """`_scan` through a store that walks a scope in key order, a page per read."""
+        items: list[MemoryItem] = []
+        while True:
+            after = items[-1].key if items else None
+            page = await store.scope_items(self.scope, after=after, limit=SCAN_PAGE)
+            items += page
+            if len(page) < SCAN_PAGE:
+                break
+        memories = [_memory_of(item) for item in items if not is_tombstone(item.metadata)]
+        _link_whole_scope(memories)
+        return memories
 
     async def _listing(self, filters: dict[str, JSON]) -> list[QueryHit]:
         return await self.store.query(self.scope, "", top_k=self._cap, filters=filters)
@@ -1276,6 +1293,13 @@ def _expiries(items: dict[str, MemoryItem]) -> dict[str, int]:
     return {
         key: ttl for key, item in items.items() if (ttl := _ttl_until(item.expires_at)) is not None
     }
+
+
+def _link_whole_scope(memories: list[Memory]) -> None:
+    """Link `memories` stored without `superseded_by` to their newest versions: they are every
+    memory of the scope, so every newer version there is is among them."""
+    unlinked = [memory for memory in memories if _unlinked(memory)]
+    _link_to_newest(unlinked, newest_versions(memories))
 
 
 def _memory_of(item: MemoryItem) -> Memory:

@@ -853,6 +853,31 @@ class SQLiteStore(BaseStore):
             found.update((row[0], _item(scope, *row)) for row in await self._read(read, batch))
         return found
 
+    async def scope_items(
+        self, scope: Scope, *, after: str | None = None, limit: int = 1000
+    ) -> list[MemoryItem]:
+        """The live items of `scope` in key order, at most `limit`, after key `after` (see
+        `protocol.ScopeReads`): a walk of the scope's key index, however large the scope."""
+        check_scope(scope)
+        if after is not None:
+            check_key(after)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidRequest(f"limit {limit!r} must be an integer >= 1")
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"{_SCOPE_ITEMS}{'' if after is None else ' AND i.key > ?'} AND {_LIVE}"
+                " ORDER BY i.key LIMIT ?",
+                (
+                    *_scope_ids(scope),
+                    *([] if after is None else [after]),
+                    utcnow().timestamp(),
+                    limit,
+                ),
+            ).fetchall()
+
+        return [_item(scope, *row) for row in await self._read(read)]
+
     async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]:
         """When the live items of `scope` among `keys` that expire do, by key (see
         `protocol.KeyExpiries`): the key index alone, no value read or decoded."""

@@ -23,6 +23,7 @@ from animus_flows.memory import (
     Sensitivity,
     TierPolicy,
 )
+from animus_flows.memory.layer import SCAN_PAGE
 from animus_flows.memory.records import to_store
 from animus_flows.protocol import (
     RESERVED_METADATA_KEYS,
@@ -711,8 +712,26 @@ class SmallSQLiteStore(SQLiteStore):
     )
 
 
-def test_a_scope_larger_than_max_query_top_k_is_enumerated_by_slices(tmp_path):
-    with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
+class ProtocolOnly:
+    """A store's five protocol methods alone, without the SQLite store's in-process
+    extensions: the layer then enumerates a scope by `_bucket` listings, as on any plugin."""
+
+    def __init__(self, store):
+        self.store = store
+        self.capabilities = store.capabilities
+        self.put, self.get, self.query = store.put, store.get, store.query
+        self.list_scopes, self.delete_scope = store.list_scopes, store.delete_scope
+        self.aclose = store.aclose
+
+
+def small_store(path, walks):
+    """A 20-hits-per-query store that walks scopes in key order (`ScopeReads`) or does not."""
+    return SmallSQLiteStore(path) if walks else ProtocolOnly(SmallSQLiteStore(path))
+
+
+@pytest.mark.parametrize("walks", [True, False], ids=["scope-walk", "bucket-listings"])
+def test_a_scope_larger_than_max_query_top_k_is_enumerated_by_slices(tmp_path, walks):
+    with MemoryLayer(small_store(tmp_path / "m.db", walks), SCOPE) as layer:
         layer.import_memories(export_of(*(record(f"note {n}", tags=["t"]) for n in range(150))))
         assert layer.get_all_tags() == {"t": 150}
         assert json.loads(layer.export_memories())["count"] == 150
@@ -720,11 +739,20 @@ def test_a_scope_larger_than_max_query_top_k_is_enumerated_by_slices(tmp_path):
         assert layer.get_memory(some.id[:8]).id == some.id
 
 
-def test_imported_keys_that_are_not_uuids_are_enumerated_past_max_query_top_k(tmp_path):
+def test_a_scope_walk_reads_page_after_page(tmp_path):
+    count = 2 * SCAN_PAGE + 1
+    with MemoryLayer(SQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
+        layer.import_memories(export_of(*(record(f"note {n}", tags=["t"]) for n in range(count))))
+        layer.forget(layer.recall("note 7", limit=1)[0].id)  # a tombstone is no memory
+        assert layer.get_all_tags() == {"t": count - 1}
+
+
+@pytest.mark.parametrize("walks", [True, False], ids=["scope-walk", "bucket-listings"])
+def test_imported_keys_that_are_not_uuids_are_enumerated_past_max_query_top_k(tmp_path, walks):
     # keys other tools chose ("fx-3") get no `_bucket`: the listing's slice of items without one
     # finds them; a bucket "fx" would lie outside the 256 hex slices
     keyed = [record(f"keyed {n}", f"fx-{n}") for n in range(10)]
-    with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
+    with MemoryLayer(small_store(tmp_path / "m.db", walks), SCOPE) as layer:
         layer.import_memories(export_of(*keyed, *(record(f"n{n}") for n in range(25))))
         ids = [m["id"] for m in json.loads(layer.export_memories())["memories"]]
         assert len(ids) == 35 and {f"fx-{n}" for n in range(10)} <= set(ids)
@@ -749,10 +777,12 @@ def test_newer_versions_past_max_query_top_k_are_all_found(tmp_path):
 
 def test_a_slice_too_large_to_enumerate_is_an_error_not_a_silent_cut(tmp_path):
     crowded = [record(f"n{n}", f"ab{n:06d}-0000-4000-8000-000000000000") for n in range(25)]
-    with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
+    with MemoryLayer(small_store(tmp_path / "m.db", walks=False), SCOPE) as layer:
         layer.import_memories(export_of(*crowded))
         with pytest.raises(StoreError, match="20 or more memories whose ids start with 'ab'"):
             layer.export_memories()
+    with MemoryLayer(small_store(tmp_path / "m.db", walks=True), SCOPE) as layer:
+        assert json.loads(layer.export_memories())["count"] == 25  # a walk has no slices
 
 
 # -- the facade, async use, blocks -----------------------------------------------------------
