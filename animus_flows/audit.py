@@ -1,9 +1,9 @@
 """Audit events for every memory operation, and the fan-out to wherever they are recorded.
 
 A `MemoryOpEvent` carries seed 000's fields plus `status`, `detail` and the Prefect
-`flow_run_id`. `AuditTrail` hands each
-event to its sinks (logs, Prefect events, artifacts, a JSONL file). Events hold ids, sizes and
-counts, never values, and `detail` passes through secret redaction before any sink sees it.
+`flow_run_id`. `AuditTrail` hands each event to its sinks (logs, Prefect events, artifacts, a
+JSONL file). Events hold ids, sizes and counts, never values, and `detail` passes through secret
+redaction before any sink sees it.
 """
 
 from __future__ import annotations

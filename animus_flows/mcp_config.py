@@ -69,9 +69,8 @@ def binding_server(
     """The entry that runs `animus mcp binding` pinned to `binding` and `scope`.
 
     `agent_id`, `phase_id`, `task_id` and `flow_run_id` go into the environment as audit
-    context. A plugin
-    that is not a store of the file is a saved Prefect block: the server then needs the
-    Prefect API, so PREFECT_API_URL is passed on when it is set (never an API key).
+    context. A plugin that is not a store of the file is a saved Prefect block: the server then
+    needs the Prefect API, so PREFECT_API_URL is passed on when it is set (never an API key).
     """
     args = ["mcp", "binding", "--plugin", binding.plugin, "--scope", binding.scope.kind]
     args += ["--project-id", scope.project_id]

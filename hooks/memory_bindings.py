@@ -5,8 +5,8 @@ concurrently each under its deadline, keep only egress-safe (PUBLIC) items, disc
 WARM before COLD within each binding's budget, the phase cap and the flow budget, put the
 survivors on `contract.memory_context`, and audit every query. When the phase cap or the flow
 budget is already spent, nothing could be injected: no store is resolved or queried, and each
-binding is audited with the reason. Bindings with
-`query_strategy: none` inject nothing: they are offered to the agent as MCP servers instead.
+binding is audited with the reason. Bindings with `query_strategy: none` inject nothing: they are
+offered to the agent as MCP servers instead.
 """
 
 from __future__ import annotations

@@ -920,11 +920,7 @@ class AsyncMemoryLayer:
             before = await self._items([*tombstones, *(memory.id for memory in memories)])
         if expiring is None:
             expiring = _expiries(before)
-        if (
-            not tombstones
-            and not expiring
-            and getattr(self.store, "atomic_put_many", False) is True
-        ):
+        if not (tombstones or expiring) and getattr(self.store, "atomic_put_many", False) is True:
             await self._write(memories, expiring={})
             return
         tried: list[str] = []
