@@ -83,7 +83,7 @@ def _segment(ident: str, limit: int) -> str:
         return encoded.replace(".", "%2E")
     if len(encoded) <= limit:  # ASCII: characters are bytes
         return encoded
-    digest = hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:_HASH_CHARS]
     start = encoded[: limit - 1 - _HASH_CHARS]
     cut = start.rfind("%", len(start) - 2)  # never end in half an escape
     start = start if cut == -1 else start[:cut]
