@@ -24,7 +24,7 @@ import asyncio
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -768,8 +768,10 @@ class AsyncMemoryLayer:
         relinked = self._link_versions(live, stored)
         # The records' own expiries, not those of the copies they overwrite: the record is what
         # is restored. A stored parent relinked to an imported version keeps its own.
-        expiring = _expiries({parent.id: stored[parent.id] for parent in relinked})
-        expiring |= {m.id: ttl for m in live if (ttl := _ttl_until(expiries.get(m.id))) is not None}
+        expiring = _ttls(
+            _expiry_times_of({parent.id: stored[parent.id] for parent in relinked})
+            | {m.id: expiries[m.id] for m in live if m.id in expiries}
+        )
         await self._write_all_or_nothing(
             live + relinked, "import", before=stored, expiring=expiring
         )
@@ -875,7 +877,7 @@ class AsyncMemoryLayer:
         self, memories: Sequence[Memory], *, expiring: dict[str, int] | None = None
     ) -> None:
         """Write `memories` over their keys. `expiring`: the remaining TTLs of the items they
-        overwrite (see `_expiries`), read here when not given."""
+        overwrite (see `_ttls`), read here when not given."""
         await self._look_up_links(memories)  # so the rewrite records them
         entries = [
             (self.scope, memory.id, *to_store(memory, agent=self._agent)) for memory in memories
@@ -907,19 +909,18 @@ class AsyncMemoryLayer:
 
         The items under the keys are read first (`before`: the caller's copies, when it has
         them). `expiring`: the `ttl_seconds` to write memories with, by id; by default a rewrite
-        keeps the remaining TTL of the item it overwrites (see `_expiries`). A store whose
+        keeps the remaining TTL of the item it overwrites (see `_ttls`). A store whose
         `put_many` is one transaction (`atomic_put_many`: SQLite) gets one, when nothing
         written expires (tombstones, and memories written with a TTL: `put_many` cannot say
-        so). Otherwise they are written one put at a time, the
-        protocol's only write: should one fail, the keys tried (the failed one too, it may have
-        landed) get back what `before` holds, and keys it lacks get a tombstone; then the error
-        is raised, saying so.
+        so). Otherwise they are written one put at a time, the protocol's only write: should
+        one fail, the keys tried (the failed one too, it may have landed) get back what
+        `before` holds, and keys it lacks get a tombstone; then the error is raised, saying so.
         """
         await self._look_up_links(memories)  # so the rewrite records them
         if before is None:
             before = await self._items([*tombstones, *(memory.id for memory in memories)])
         if expiring is None:
-            expiring = _expiries(before)
+            expiring = _ttls(_expiry_times_of(before))
         if not (tombstones or expiring) and getattr(self.store, "atomic_put_many", False) is True:
             await self._write(memories, expiring={})
             return
@@ -948,6 +949,7 @@ class AsyncMemoryLayer:
         plugin that crashed restarts on the next call); returns the error to raise, which says
         whether the scope is as it was or which keys may still hold the new writes."""
         kind = type(error) if isinstance(error, AnimusError) else StoreError
+        ttls = _ttls(_expiry_times_of(before))
         for done, key in enumerate(keys):
             item = before.get(key)
             try:
@@ -959,7 +961,7 @@ class AsyncMemoryLayer:
                         key,
                         item.value,
                         metadata=dict(item.metadata),
-                        ttl_seconds=_ttl_until(item.expires_at),
+                        ttl_seconds=ttls.get(key),
                     )
             except Exception as undo_error:
                 left = keys[done:]
@@ -999,16 +1001,14 @@ class AsyncMemoryLayer:
 
     async def _expiring(self, keys: Sequence[str]) -> dict[str, int]:
         """The remaining `ttl_seconds` of the items under `keys` that expire, by key."""
-        found = await self._expiry_times(keys)
-        return {key: _ttl_until(at) for key, at in found.items()}  # type: ignore[misc]
+        return _ttls(await self._expiry_times(keys))
 
     async def _expiry_times(self, keys: Sequence[str]) -> dict[str, datetime]:
         """When the items under `keys` that expire do, by key: from the store's key index when
         it offers one (`KeyExpiries`), else from the items."""
         if isinstance(self.store, KeyExpiries):
             return await self.store.expiries(self.scope, keys)
-        items = await self._items(keys)
-        return {key: item.expires_at for key, item in items.items() if item.expires_at}
+        return _expiry_times_of(await self._items(keys))
 
     async def _items(self, keys: Sequence[str]) -> dict[str, MemoryItem]:
         """The scope's live items among `keys`, by key: in batches from a store that reads
@@ -1275,20 +1275,17 @@ def _listed(keys: Sequence[str]) -> str:
     return ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
 
 
-def _ttl_until(expires_at: datetime | None) -> int | None:
-    """The `ttl_seconds` that makes a rewrite expire at `expires_at` (at least a second)."""
-    if expires_at is None:
-        return None
-    return max(1, math.ceil((expires_at - utcnow()).total_seconds()))
+def _expiry_times_of(items: Mapping[str, MemoryItem]) -> dict[str, datetime]:
+    """When the items in `items` that expire do, by key."""
+    return {key: item.expires_at for key, item in items.items() if item.expires_at is not None}
 
 
-def _expiries(items: dict[str, MemoryItem]) -> dict[str, int]:
-    """The remaining `ttl_seconds` of the items in `items` that expire, by key: a rewrite of a
-    memory keeps its expiry (another tool may have stored it with a TTL), or a recall would
-    make it permanent."""
-    return {
-        key: ttl for key, item in items.items() if (ttl := _ttl_until(item.expires_at)) is not None
-    }
+def _ttls(expiry_times: Mapping[str, datetime]) -> dict[str, int]:
+    """The `ttl_seconds` (at least one) that make rewrites expire when `expiry_times` say, by
+    key: a rewrite of a memory keeps its expiry (another tool may have stored it with a TTL),
+    or a recall would make it permanent."""
+    now = utcnow()
+    return {key: max(1, math.ceil((at - now).total_seconds())) for key, at in expiry_times.items()}
 
 
 def _link_whole_scope(memories: list[Memory]) -> None:
