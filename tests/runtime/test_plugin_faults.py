@@ -18,6 +18,11 @@ FAULTY = Path(__file__).resolve().parents[1] / "stores" / "faulty_plugin.py"
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
 
+def faulty_command(mode: str) -> str:
+    """The YAML flow sequence that starts the faulty plugin in `mode`."""
+    return f"[{sys.executable!r}, {str(FAULTY)!r}, {mode}]"
+
+
 def plugin_processes() -> list[str]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -39,8 +44,8 @@ async def test_hanging_and_crashing_plugins_degrade_their_bindings_only(tmp_path
         audit: {{path: audit.jsonl}}
         stores:
           local: {{type: sqlite, path: memory.db}}
-          hung: {{type: jsonrpc, command: [{sys.executable!r}, {str(FAULTY)!r}, hang-query]}}
-          broken: {{type: jsonrpc, command: [{sys.executable!r}, {str(FAULTY)!r}, exit-early]}}
+          hung: {{type: jsonrpc, command: {faulty_command("hang-query")}}}
+          broken: {{type: jsonrpc, command: {faulty_command("exit-early")}}}
         agents:
           analyst:
             memory_bindings:
@@ -86,7 +91,7 @@ async def test_a_store_that_refuses_writes_is_audited_as_denied_and_the_run_goes
         project: desk
         audit: {{path: audit.jsonl}}
         stores:
-          corpus: {{type: jsonrpc, command: [{sys.executable!r}, {str(FAULTY)!r}, read-only]}}
+          corpus: {{type: jsonrpc, command: {faulty_command("read-only")}}}
         agents:
           analyst:
             memory_bindings:
