@@ -82,6 +82,14 @@ def check_id(label: str, value: object, *, required: bool) -> None:
     check_unicode(lambda: f"{label} {value!r}", value, InvalidScope)
 
 
+def check_count(name: str, value: object) -> int:
+    """`value` when it is an integer >= 1 (not a bool); otherwise `InvalidRequest` naming `name`
+    (such as `"limit"` or `"top_k"`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequest(f"{name} {value!r} must be an integer >= 1")
+    return value
+
+
 def shown_head(text: str, limit: int = 40) -> str:
     """`text` quoted for a message: its first `limit` characters, secrets redacted before the
     cut (a cut secret no longer looks like one), and `...` when there is more."""

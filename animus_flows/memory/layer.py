@@ -77,6 +77,7 @@ from animus_flows.protocol import (
     QueryHit,
     Scope,
     ScopeReads,
+    check_count,
     utcnow,
 )
 from animus_flows.redaction import redact, redact_json, redaction_metadata
@@ -122,12 +123,6 @@ def _one(kind: Any, value: object, name: str) -> Any:
     except ValueError:
         choices = ", ".join(member.value for member in kind)
         raise InvalidRequest(f"{name} {value!r} is not one of {choices}") from None
-
-
-def _limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidRequest(f"limit {limit!r} must be an integer >= 1")
-    return limit
 
 
 def _content(content: object) -> str:
@@ -567,7 +562,7 @@ class AsyncMemoryLayer:
         """
         if not isinstance(query, str):
             raise InvalidRequest(f"query {query!r} must be a string")
-        limit = _limit(limit)
+        limit = check_count("limit", limit)
         filters, wanted = self._criteria(
             memory_type, tags, source, min_confidence, allowed_tiers, tier
         )
@@ -601,7 +596,7 @@ class AsyncMemoryLayer:
             raise InvalidRequest(f"entity name {name!r} must be non-empty text")
         filters, wanted = self._criteria(None, None, None, 0.0, allowed_tiers, None)
         found = await self._search(
-            "", {**filters, ENTITIES_KEY: entity_key(name)}, _limit(limit), wanted
+            "", {**filters, ENTITIES_KEY: entity_key(name)}, check_count("limit", limit), wanted
         )
         return await self._touch([memory for memory, _ in found[:limit]])
 

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from animus_flows.errors import InvalidRequest
 from animus_flows.memory.records import TIER_LADDER, Memory, MemoryTier
+from animus_flows.protocol import check_count
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,7 @@ class TierPolicy:
                     f"tier policy {name} {value!r} must be a positive timedelta such as "
                     "timedelta(days=1)"
                 )
-        count = self.promote_after
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise InvalidRequest(f"promote_after {count!r} must be an integer >= 1")
+        check_count("promote_after", self.promote_after)
 
 
 def shifted(tier: MemoryTier, step: int) -> MemoryTier | None:

@@ -28,6 +28,7 @@ from animus_flows.protocol import (
     Scope,
     ScopePage,
     canonical_json,
+    check_count,
     check_filters,
     check_unicode,
     shown_head,
@@ -280,9 +281,7 @@ class BaseStore(ABC):
 
     def clamp_top_k(self, top_k: int) -> int:
         """`top_k` limited to 1..`capabilities.max_query_top_k`."""
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            raise InvalidRequest(f"top_k {top_k!r} must be an integer >= 1")
-        return min(top_k, self.capabilities.max_query_top_k)
+        return min(check_count("top_k", top_k), self.capabilities.max_query_top_k)
 
     async def count(self, scope: Scope) -> int:
         """Items in `scope` (what `delete_scope` would remove), capped at `max_query_top_k`
@@ -328,14 +327,13 @@ class BaseStore(ABC):
     def _expiry(ttl_seconds: object) -> datetime | None:
         if ttl_seconds is None:
             return None
-        if not isinstance(ttl_seconds, int) or isinstance(ttl_seconds, bool) or ttl_seconds < 1:
-            raise InvalidRequest(f"ttl_seconds {ttl_seconds!r} must be an integer >= 1")
-        if ttl_seconds > MAX_TTL_SECONDS:
+        seconds = check_count("ttl_seconds", ttl_seconds)
+        if seconds > MAX_TTL_SECONDS:
             raise InvalidRequest(
-                f"ttl_seconds {ttl_seconds} is over the maximum, {MAX_TTL_SECONDS} (100 years); "
+                f"ttl_seconds {seconds} is over the maximum, {MAX_TTL_SECONDS} (100 years); "
                 "pass no TTL for an item that should not expire"
             )
-        return utcnow() + timedelta(seconds=ttl_seconds)
+        return utcnow() + timedelta(seconds=seconds)
 
     @staticmethod
     def _strip_expiry(item: MemoryItem) -> MemoryItem:

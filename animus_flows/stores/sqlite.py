@@ -39,6 +39,7 @@ from animus_flows.protocol import (
     QueryHit,
     Scope,
     ScopePage,
+    check_count,
     indexed_text,
     utcnow,
 )
@@ -861,8 +862,7 @@ class SQLiteStore(BaseStore):
         check_scope(scope)
         if after is not None:
             check_key(after)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidRequest(f"limit {limit!r} must be an integer >= 1")
+        check_count("limit", limit)
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
@@ -905,8 +905,7 @@ class SQLiteStore(BaseStore):
         order, at most `limit`: a range of the scope's key index, however large the scope."""
         check_scope(scope)
         check_key(prefix)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidRequest(f"limit {limit!r} must be an integer >= 1")
+        check_count("limit", limit)
         end = prefix_end(prefix)
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
