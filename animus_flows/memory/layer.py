@@ -413,7 +413,8 @@ class AsyncMemoryLayer:
         `change_summary` when none is given. `None` keeps the parent's content, tags or
         metadata; new ones are checked as `remember` checks them. The parent moves to the COLD
         tier and its `superseded_by` names the new one: it is history now, and `recall` returns
-        only the newest version. Returns None when `memory_id` matches nothing.
+        only the newest version. A new version of a memory that expires (stored with a TTL)
+        expires when its parent does. Returns None when `memory_id` matches nothing.
 
         Both writes land or neither does (see `import_memories`): a failure raises a
         `StoreError` saying the update was rolled back.
@@ -458,9 +459,15 @@ class AsyncMemoryLayer:
             child.change_summary = describe_changes(parent, child)
         parent.tier = MemoryTier.COLD
         _set_successor(parent, child.id)
+        before = await self._items([parent.id])  # the child's id is new: nothing under it
+        expiring = _ttls(_expiry_times_of(before))
+        if parent.id in expiring:  # an edit does not outlive the memory it edits
+            expiring[child.id] = expiring[parent.id]
         # the parent first: should the child never land, its link to a missing child counts
         # for nothing, and the parent stays current
-        await self._write_all_or_nothing([parent, child], "update")
+        await self._write_all_or_nothing(
+            [parent, child], "update", before=before, expiring=expiring
+        )
         return child
 
     async def forget(self, memory_id: str) -> bool:

@@ -378,6 +378,23 @@ def test_every_rewrite_keeps_the_expiry_of_an_item_stored_with_a_ttl(memory, raw
     assert abs(item.expires_at - expires_at) <= timedelta(seconds=2)
 
 
+def test_a_new_version_of_an_expiring_memory_expires_with_it(memory, raw):
+    # an edit must not turn a memory stored for ten minutes into a permanent one
+    raw.put(SCOPE, "window", {"content": "the deploy window is open"}, ttl_seconds=600)
+    expires_at = raw.get(SCOPE, "window").expires_at
+    child = memory.update_with_version("window", content="the window is open until 18:00")
+    grandchild = memory.update_with_version(child.id, tags=["ops"])
+    for key in ("window", child.id, grandchild.id):
+        item = raw.get(SCOPE, key)
+        assert item.expires_at is not None and abs(item.expires_at - expires_at) <= timedelta(
+            seconds=2
+        )
+    lasting = memory.remember("the desk closes at 17:00")
+    assert (
+        raw.get(SCOPE, memory.update_with_version(lasting.id, tags=["ops"]).id).expires_at is None
+    )
+
+
 # -- updates and versions --------------------------------------------------------------------
 
 
