@@ -81,7 +81,7 @@ from animus_flows.protocol import (
     utcnow,
 )
 from animus_flows.redaction import redact, redact_json, redaction_metadata
-from animus_flows.stores.base import SyncStore, check_scope
+from animus_flows.stores.base import PutEntry, SyncStore, check_scope
 from animus_flows.sync import LoopRunner, blocking_method
 
 _HEX = "0123456789abcdef"
@@ -89,6 +89,9 @@ _HEX = "0123456789abcdef"
 # full-text index in many segments. After a 100,000-memory import, queries took 1.64 ms instead
 # of 0.88 ms until it was merged, which took 0.44 s of a 15 s import (bench_layer).
 OPTIMIZE_AFTER_IMPORT = 1000
+# Seconds a tombstone lives: long enough to hide the memory at once, short enough that the
+# store drops it soon after.
+TOMBSTONE_TTL = 1
 # Items per read when a store walks a scope (`ScopeReads`): short reads keep the event loop free.
 SCAN_PAGE = 500
 
@@ -880,22 +883,17 @@ class AsyncMemoryLayer:
     ) -> None:
         """Write `memories` over their keys. `expiring`: the remaining TTLs of the items they
         overwrite (see `_ttls`), read here when not given."""
+        if not memories:
+            return
         await self._look_up_links(memories)  # so the rewrite records them
-        entries = [
-            (self.scope, memory.id, *to_store(memory, agent=self._agent)) for memory in memories
-        ]
-        if not entries:
-            return
         if expiring is None:
-            expiring = await self._expiring([key for _, key, _, _ in entries])
+            expiring = await self._expiring([memory.id for memory in memories])
         put_many = getattr(self.store, "put_many", None)
-        if len(entries) > 1 and callable(put_many) and not expiring:  # put_many has no TTLs
-            await put_many(entries)
+        if len(memories) > 1 and callable(put_many):
+            await put_many([self._entry(memory, expiring.get(memory.id)) for memory in memories])
             return
-        for scope, key, value, metadata in entries:
-            await self.store.put(
-                scope, key, value, metadata=metadata, ttl_seconds=expiring.get(key)
-            )
+        for memory in memories:
+            await self._put(memory, expiring.get(memory.id))
 
     async def _write_all_or_nothing(
         self,
@@ -912,20 +910,24 @@ class AsyncMemoryLayer:
         The items under the keys are read first (`before`: the caller's copies, when it has
         them). `expiring`: the `ttl_seconds` to write memories with, by id; by default a rewrite
         keeps the remaining TTL of the item it overwrites (see `_ttls`). A store whose
-        `put_many` is one transaction (`atomic_put_many`: SQLite) gets one, when nothing
-        written expires (tombstones, and memories written with a TTL: `put_many` cannot say
-        so). Otherwise they are written one put at a time, the protocol's only write: should
-        one fail, the keys tried (the failed one too, it may have landed) get back what
-        `before` holds, and keys it lacks get a tombstone; then the error is raised, saying so.
+        `put_many` is one transaction (`atomic_put_many`: SQLite) gets one. Otherwise they are
+        written one put at a time, the protocol's only write: should one fail, the keys tried
+        (the failed one too, it may have landed) get back what `before` holds, and keys it
+        lacks get a tombstone; then the error is raised, saying so.
         """
         await self._look_up_links(memories)  # so the rewrite records them
+        if getattr(self.store, "atomic_put_many", False) is True:
+            if expiring is None:
+                expiring = await self._expiring([memory.id for memory in memories])
+            await self.store.put_many(  # type: ignore[attr-defined]
+                [(*self._tombstone(key), TOMBSTONE_TTL) for key in tombstones]
+                + [self._entry(memory, expiring.get(memory.id)) for memory in memories]
+            )
+            return
         if before is None:
             before = await self._items([*tombstones, *(memory.id for memory in memories)])
         if expiring is None:
             expiring = _ttls(_expiry_times_of(before))
-        if not (tombstones or expiring) and getattr(self.store, "atomic_put_many", False) is True:
-            await self._write(memories, expiring={})
-            return
         tried: list[str] = []
         try:
             for key in tombstones:
@@ -933,14 +935,7 @@ class AsyncMemoryLayer:
                 await self._put_tombstone(key)
             for memory in memories:
                 tried.append(memory.id)
-                value, metadata = to_store(memory, agent=self._agent)
-                await self.store.put(
-                    self.scope,
-                    memory.id,
-                    value,
-                    metadata=metadata,
-                    ttl_seconds=expiring.get(memory.id),
-                )
+                await self._put(memory, expiring.get(memory.id))
         except Exception as exc:
             raise await self._undo(tried, before, exc, what) from exc
 
@@ -979,21 +974,33 @@ class AsyncMemoryLayer:
                 )
         return kind(f"{error}; the {what} was rolled back: {self.scope} holds what it held before")
 
-    async def _put_tombstone(self, memory_id: str) -> None:
-        """Overwrite `memory_id` with an empty, SECRET, COLD tombstone that expires after a
-        second: no read returns it, and the store stops holding it within a second."""
+    def _entry(self, memory: Memory, ttl_seconds: int | None) -> PutEntry:
+        """`memory`'s `put_many` entry; the TTL field only where it expires."""
+        entry = (self.scope, memory.id, *to_store(memory, agent=self._agent))
+        return entry if ttl_seconds is None else (*entry, ttl_seconds)  # type: ignore[return-value]
+
+    async def _put(self, memory: Memory, ttl_seconds: int | None) -> None:
+        value, metadata = to_store(memory, agent=self._agent)
         await self.store.put(
-            self.scope,
-            memory_id,
-            {"content": ""},
-            metadata={
-                DELETED_KEY: True,
-                "sensitivity": Sensitivity.SECRET.value,
-                "tier": MemoryTier.COLD.value,
-                **bucket_metadata(memory_id),
-            },
-            ttl_seconds=1,
+            self.scope, memory.id, value, metadata=metadata, ttl_seconds=ttl_seconds
         )
+
+    def _tombstone(self, memory_id: str) -> tuple[Scope, str, JSON, dict[str, JSON]]:
+        """The scope, key, value and metadata of `memory_id`'s tombstone: empty, SECRET and
+        COLD, written with `TOMBSTONE_TTL`, so no read returns it and the store stops holding
+        it within a second."""
+        metadata: dict[str, JSON] = {
+            DELETED_KEY: True,
+            "sensitivity": Sensitivity.SECRET.value,
+            "tier": MemoryTier.COLD.value,
+            **bucket_metadata(memory_id),
+        }
+        return self.scope, memory_id, {"content": ""}, metadata
+
+    async def _put_tombstone(self, memory_id: str) -> None:
+        """Overwrite `memory_id` with its tombstone (`_tombstone`)."""
+        scope, key, value, metadata = self._tombstone(memory_id)
+        await self.store.put(scope, key, value, metadata=metadata, ttl_seconds=TOMBSTONE_TTL)
 
     async def _get(self, memory_id: str) -> Memory | None:
         item = await self.store.get(self.scope, memory_id)

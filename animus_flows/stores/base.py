@@ -44,8 +44,25 @@ MAX_LIST_LIMIT = 1000
 #: The largest position a numeric cursor names: SQLite's largest integer.
 MAX_CURSOR = 2**63 - 1
 
-#: One write for `put_many`: scope, key, value and metadata (or None).
-PutEntry = tuple[Scope, str, JSON, "dict[str, JSON] | None"]
+#: One write for `put_many`: scope, key, value, metadata (or None), and optionally
+#: `ttl_seconds` (None, or left out: the item does not expire).
+PutEntry = (
+    tuple[Scope, str, JSON, "dict[str, JSON] | None"]
+    | tuple[Scope, str, JSON, "dict[str, JSON] | None", "int | None"]
+)
+
+
+def entry_fields(entry: object) -> tuple[Scope, str, JSON, dict[str, JSON] | None, int | None]:
+    """The five fields of a `put_many` entry, `ttl_seconds` None when it has four; the fields
+    themselves are not checked here."""
+    if not isinstance(entry, tuple | list) or len(entry) not in (4, 5):
+        size = f" of {len(entry)} fields" if isinstance(entry, tuple | list) else ""
+        raise InvalidRequest(
+            f"a put_many entry is a {type(entry).__name__}{size}; pass tuples "
+            "(scope, key, value, metadata) or (scope, key, value, metadata, ttl_seconds)"
+        )
+    scope, key, value, metadata, *ttl = entry
+    return scope, key, value, metadata, ttl[0] if ttl else None
 
 
 def check_scope(scope: object) -> Scope:
@@ -289,23 +306,25 @@ class BaseStore(ABC):
         return len(await self.query(scope, "", top_k=self.capabilities.max_query_top_k))
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
-        """Store many `(scope, key, value, metadata)` entries; backends override this to batch.
+        """Store many `(scope, key, value, metadata[, ttl_seconds])` entries; backends override
+        this to batch.
 
         Every entry is validated before anything is written; then they are written one at a
         time, so a failing write leaves the ones before it (see `atomic_put_many`).
         """
         await self._ready()
         checked = [self._check_entry(entry) for entry in entries]
-        for scope, key, value, metadata in checked:
-            await self.put(scope, key, value, metadata=metadata)
+        for scope, key, value, metadata, ttl_seconds in checked:
+            await self.put(scope, key, value, metadata=metadata, ttl_seconds=ttl_seconds)
         return len(checked)
 
-    def _check_entry(self, entry: PutEntry) -> PutEntry:
-        scope, key, value, metadata = entry
+    def _check_entry(self, entry: object) -> tuple[Scope, str, JSON, dict[str, JSON], int | None]:
+        scope, key, value, metadata, ttl_seconds = entry_fields(entry)
         check_scope(scope)
         check_key(key)
         check_json("value", value)
-        return scope, key, value, self._check_metadata(metadata)
+        self._expiry(ttl_seconds)
+        return scope, key, value, self._check_metadata(metadata), ttl_seconds
 
     async def aclose(self) -> None:  # noqa: B027 - most stores have nothing to release
         """Release connections, processes and threads; the store must not be used after."""

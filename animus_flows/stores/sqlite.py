@@ -49,12 +49,15 @@ from animus_flows.stores.base import (
     check_key,
     check_scope,
     encode_json,
+    entry_fields,
     metadata_object,
     numeric_cursor,
 )
 from animus_flows.stores.text import query_groups, spaced_words
 
 T = TypeVar("T")
+#: An item's columns as written: value JSON, metadata JSON, spaced words, expiry epoch or None.
+Row = tuple[str, str, str, float | None]
 
 SCHEMA_VERSION = 3
 MAX_QUERY_TOP_K = 1000
@@ -702,13 +705,9 @@ class SQLiteStore(BaseStore):
 
     @staticmethod
     def _write(
-        conn: sqlite3.Connection,
-        scope_id: int,
-        rows: dict[str, tuple[str, str, str]],
-        now: float,
-        expires_at: float | None = None,
+        conn: sqlite3.Connection, scope_id: int, rows: dict[str, Row], now: float
     ) -> dict[str, float]:
-        """Upsert `key -> (value json, metadata json, spaced words)` into one scope.
+        """Upsert `key -> (value json, metadata json, spaced words, expires_at)` into one scope.
 
         Returns each key's created_at. Existing keys keep their row id (and creation time,
         unless they had expired); new keys take the next ids of the scope's range.
@@ -739,7 +738,7 @@ class SQLiteStore(BaseStore):
                 "INSERT INTO items (id, scope_id, key, value, metadata, created_at, updated_at,"
                 " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (ids[key], scope_id, key, rows[key][0], rows[key][1], now, now, expires_at)
+                    (ids[key], scope_id, key, rows[key][0], rows[key][1], now, now, rows[key][3])
                     for key in fresh
                 ],
             )
@@ -751,21 +750,22 @@ class SQLiteStore(BaseStore):
                 "UPDATE items SET value = ?, metadata = ?, updated_at = ?, expires_at = ?,"
                 " created_at = CASE WHEN ? THEN ? ELSE created_at END WHERE id = ?",
                 [
-                    (rows[key][0], rows[key][1], now, expires_at, bool(expired), now, item_id)
+                    (rows[key][0], rows[key][1], now, rows[key][3], bool(expired), now, item_id)
                     for key, (item_id, _, expired) in existing.items()
                 ],
             )
         conn.executemany(
             "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
-            [(ids[key], scoped_body(scope_id, spaced)) for key, (_, _, spaced) in rows.items()],
+            [(ids[key], scoped_body(scope_id, row[2])) for key, row in rows.items()],
         )
         return {
             key: (now if expired else created) for key, (_, created, expired) in existing.items()
         } | dict.fromkeys(fresh, now)
 
     @staticmethod
-    def _row(value: JSON, metadata: object) -> tuple[str, str, str]:
-        """(value JSON, metadata JSON, the value's words); words get their scope prefix later.
+    def _row(value: JSON, metadata: object, expires_at: datetime | None) -> Row:
+        """(value JSON, metadata JSON, the value's words, expiry epoch); words get their scope
+        prefix later.
 
         Encoding is the JSON check: what does not encode is refused here, and nothing is
         encoded twice.
@@ -775,6 +775,7 @@ class SQLiteStore(BaseStore):
             encode_json("value", value),
             encode_json("metadata", metadata),
             spaced_words(indexed_text(value)),
+            _epoch(expires_at),
         )
 
     async def _put(
@@ -786,28 +787,32 @@ class SQLiteStore(BaseStore):
         expires_at: datetime | None,
     ) -> MemoryItem:
         now = utcnow()
-        row = {key: self._row(value, metadata)}
+        row = {key: self._row(value, metadata, expires_at)}
 
         def put(conn: sqlite3.Connection) -> float:
             with self._writing(conn):
                 scope_id = self._scope_id(conn, scope, create=True)
-                created = self._write(conn, scope_id, row, now.timestamp(), _epoch(expires_at))  # type: ignore[arg-type]
+                created = self._write(conn, scope_id, row, now.timestamp())  # type: ignore[arg-type]
             return created[key]
 
         created_at = await self._run(put)
         return MemoryItem(scope, key, value, metadata, _moment(created_at), now, expires_at)  # type: ignore[arg-type]
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
-        """Store many `(scope, key, value, metadata)` entries in one transaction.
+        """Store many `(scope, key, value, metadata[, ttl_seconds])` entries in one
+        transaction.
 
         Every entry is checked before anything is written: one bad entry writes nothing.
         """
-        by_scope: dict[Scope, dict[str, tuple[str, str, str]]] = {}
-        for scope, key, value, metadata in entries:
+        by_scope: dict[Scope, dict[str, Row]] = {}
+        for entry in entries:
+            scope, key, value, metadata, ttl_seconds = entry_fields(entry)
             check_scope(scope)
             check_key(key)
             # a later entry for the same key wins, as with successive puts
-            by_scope.setdefault(scope, {})[key] = self._row(value, metadata)
+            by_scope.setdefault(scope, {})[key] = self._row(
+                value, metadata, self._expiry(ttl_seconds)
+            )
         now = utcnow().timestamp()
 
         def put_all(conn: sqlite3.Connection) -> int:

@@ -110,3 +110,31 @@ async def test_a_plugin_store_keeps_expiries_through_export_and_import(tmp_path)
         assert await store.get(COPY, "gone") is None
     finally:
         await store.aclose()
+
+
+async def test_sqlite_writes_several_expiring_records_in_one_transaction(tmp_path):
+    # put_many carries TTLs, so an import, a new version or a forget that writes expiring
+    # records is one transaction on SQLite, not a put each with an undo on failure
+    store = SQLiteStore(tmp_path / "memory.db")
+    layer = AsyncMemoryLayer(store, SCOPE)
+    await store.put(SCOPE, "window", {"content": "the window is open"}, ttl_seconds=600)
+    statements: list[str] = []
+    await store._run(lambda conn: conn.set_trace_callback(statements.append))
+
+    def transactions() -> int:
+        count = sum(statement == "BEGIN IMMEDIATE" for statement in statements)
+        statements.clear()
+        return count
+
+    later = (utcnow() + timedelta(hours=1)).isoformat()
+    count = await layer.import_memories(
+        _export(*({"id": f"n{i}", "content": "note", "expires_at": later} for i in range(5)))
+    )
+    assert (count, transactions()) == (5, 1)
+    child = await layer.update_with_version("window", content="the window is open until six")
+    assert transactions() == 1
+    assert await layer.forget(child.id) is True
+    assert transactions() == 1
+    assert (await store.get(SCOPE, "window")).expires_at is not None  # current again, expiring
+    assert await layer.get_memory(child.id) is None
+    await store.aclose()

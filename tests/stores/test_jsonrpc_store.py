@@ -11,12 +11,14 @@ import shutil
 import signal
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from animus_flows.errors import (
     ConfigError,
+    InvalidRequest,
     InvalidScope,
     StoreTimeout,
     StoreUnavailable,
@@ -295,3 +297,31 @@ async def test_a_workflow_entry_runs_next_to_the_file_with_extra_environment(tmp
     handshake = await store.connect()  # found plugins/faulty.py relative to the file's folder
     assert handshake.plugin_id == "from-the-env"
     await store.aclose()
+
+
+async def test_put_many_writes_entries_with_their_ttls_one_put_each(served_sqlite):
+    # the fallback put_many of a store without batches: every entry checked first, then a put
+    # each, the TTL field included
+    store = served_sqlite()
+    try:
+        await _put_many_with_ttls(store)
+    finally:
+        await store.aclose()
+
+
+async def _put_many_with_ttls(served_sqlite: JsonRpcStore) -> None:
+    before = datetime.now(UTC)
+    assert (
+        await served_sqlite.put_many(
+            [(SCOPE, "lasting", "v", None), (SCOPE, "expiring", "v", {"n": 1}, 600)]
+        )
+        == 2
+    )
+    assert (await served_sqlite.get(SCOPE, "lasting")).expires_at is None
+    expires_at = (await served_sqlite.get(SCOPE, "expiring")).expires_at
+    assert (
+        before + timedelta(seconds=599) <= expires_at <= datetime.now(UTC) + timedelta(seconds=601)
+    )
+    with pytest.raises(InvalidRequest, match="a put_many entry is a str; pass tuples"):
+        await served_sqlite.put_many([(SCOPE, "a", "v", None), "b"])
+    assert await served_sqlite.get(SCOPE, "a") is None

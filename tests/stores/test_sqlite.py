@@ -576,6 +576,40 @@ def test_put_many_writes_in_one_transaction(tmp_path):
     assert hits == [("k0", {"i": -1})]
 
 
+async def test_put_many_entries_may_carry_a_ttl(tmp_path):
+    scope = Scope("p")
+    store = SQLiteStore(tmp_path / "m.db")
+    await store.put(scope, "was-expiring", "old", ttl_seconds=60)
+    await store.put(scope, "was-lasting", "old")
+    started = datetime.now(UTC)
+    written = await store.put_many(
+        [
+            (scope, "was-expiring", "now lasting", None),  # as a put: no TTL, no expiry
+            (scope, "was-lasting", "now expiring", None, 600),
+            (scope, "new", "expires too", {"n": 1}, 3600),
+            (scope, "plain", "lasts", None, None),
+        ]
+    )
+    assert written == 4
+    for key in ("was-expiring", "plain"):
+        assert (await store.get(scope, key)).expires_at is None
+    for key, ttl in (("was-lasting", 600), ("new", 3600)):
+        expires_at = (await store.get(scope, key)).expires_at
+        assert started + timedelta(seconds=ttl) <= expires_at
+        assert expires_at <= datetime.now(UTC) + timedelta(seconds=ttl)
+    # one bad entry, a bad TTL or a wrong shape, writes nothing
+    with pytest.raises(InvalidRequest, match=r"ttl_seconds 0 must be an integer >= 1"):
+        await store.put_many([(scope, "a", "v", None), (scope, "b", "v", None, 0)])
+    with pytest.raises(InvalidRequest) as raised:
+        await store.put_many([(scope, "a", "v", None), (scope, "b", "v")])
+    assert str(raised.value) == (
+        "a put_many entry is a tuple of 3 fields; pass tuples (scope, key, value, metadata)"
+        " or (scope, key, value, metadata, ttl_seconds)"
+    )
+    assert await store.get(scope, "a") is None and await store.get(scope, "b") is None
+    await store.aclose()
+
+
 def test_a_put_costs_the_same_in_a_large_scope_as_in_a_small_one(tmp_path):
     # Finding which keys already exist probes the (scope, key) index once per key; a plan
     # that scanned the scope per key made writes into a large scope quadratic.
