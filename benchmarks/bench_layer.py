@@ -1,6 +1,7 @@
 """Memory layer: recall, history and lookups in one large scope, versions linked or not.
 
     .venv/bin/python benchmarks/bench_layer.py [--memories 100000] [--calls 30] [--imports 100000]
+        [--expiring 5000]
 
 Two scopes of the same SQLite file hold `--memories` memories each (30 words from bench_loader's
 vocabulary) and one versioned memory (v1 to v3). In scope `linked` the records carry
@@ -13,8 +14,10 @@ words each time, while the empty recall's hits are linked after its first call.
 
 Then `redact` is timed on 30-word paragraphs, and `--imports` records are imported into a new
 scope of a new file, and again into another file by a store whose `optimize()` does nothing;
-4-word queries alternate between the two. Last, the same records are imported again over
-themselves, where each record's stored copy is read back for its version link.
+4-word queries alternate between the two. Then the same records are imported again over
+themselves, where each record's stored copy is read back for its version link. Last,
+`--expiring` records carrying `expires_at` and as many without it are imported into new scopes,
+alternated three times: an expiring record's TTL travels in the same `put_many`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -140,6 +144,34 @@ async def imports(folder: Path, count: int, calls: int) -> dict[str, dict[str, f
     return figures
 
 
+async def expiring_imports(folder: Path, count: int, rounds: int = 3) -> dict[str, float]:
+    """Median milliseconds of importing `count` records with `expires_at`, and without, into
+    new scopes of one SQLite file, the two alternated `rounds` times."""
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    rng, words = random.Random(17), vocabulary()
+
+    def records(expiring: bool) -> str:
+        return json.dumps(
+            [
+                {"id": str(uuid.uuid4()), "content": " ".join(rng.choices(words, k=30))}
+                | ({"expires_at": later} if expiring else {})
+                for _ in range(count)
+            ]
+        )
+
+    store = SQLiteStore(folder / "expiring.db")
+    samples: dict[str, list[float]] = {"expiring": [], "permanent": []}
+    for n in range(rounds):
+        for name in samples:
+            text = records(name == "expiring")
+            layer = AsyncMemoryLayer(store, Scope("bench", agent_id=f"{name}-{n}"))
+            started = time.perf_counter()
+            await layer.import_memories(text)
+            samples[name].append((time.perf_counter() - started) * 1000)
+    await store.aclose()
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 async def alternated(
     calls: int, scopes: dict[str, Callable[[], Awaitable[object]]]
 ) -> dict[str, float]:
@@ -158,6 +190,7 @@ async def main() -> None:
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--imports", type=int, default=100_000)
+    parser.add_argument("--expiring", type=int, default=5_000)
     args = parser.parse_args()
     print(f"{platform.machine()}, Python {platform.python_version()}, {args.memories:,} per scope")
 
@@ -202,6 +235,7 @@ async def main() -> None:
         }
         await store.aclose()
         imported = await imports(Path(folder), args.imports, 10 * args.calls)
+        expiring = await expiring_imports(Path(folder), args.expiring)
 
     print("\n| call | linked records | records without links |\n| --- | ---: | ---: |")
     for call, medians in figures.items():
@@ -212,6 +246,10 @@ async def main() -> None:
     for call, medians in imported.items():
         cells = [f"{medians[n]:.2f} ms" if n in medians else "-" for n in ORDER]
         print(f"| {call} | {' | '.join(cells)} |")
+    print(
+        f"\n{args.expiring:,} records imported into a new scope (median of 3, alternated): "
+        f"with expires_at {expiring['expiring']:.0f} ms, without {expiring['permanent']:.0f} ms"
+    )
 
 
 if __name__ == "__main__":
