@@ -53,6 +53,12 @@ from animus_flows.stores.base import (
     metadata_object,
     numeric_cursor,
 )
+from animus_flows.stores.term_counts import (
+    MAX_CANDIDATES,
+    RENEW_WRITE_TOKEN,
+    TermCounts,
+    match_expression,
+)
 from animus_flows.stores.text import query_groups, spaced_words
 
 T = TypeVar("T")
@@ -62,7 +68,6 @@ Row = tuple[str, str, str, float | None]
 SCHEMA_VERSION = 3
 MAX_QUERY_TOP_K = 1000
 MAX_QUERY_TERMS = 32
-MAX_CANDIDATES = 200  # items a query may score; see choose_terms
 INLINE_SCAN_ITEMS = 5_000  # a filtered listing of a larger scope leaves the event loop
 # FTS5 merges index segments as it commits (each time AUTOMERGE segments share a level). A
 # put_many of BULK_ITEMS or more commits with merging deferred to BULK_AUTOMERGE segments,
@@ -242,80 +247,10 @@ def indexed_body(item_id: int, value_json: str) -> str:
     return scoped_body(item_id >> SCOPE_BITS, spaced_words(indexed_text(json.loads(value_json))))
 
 
-def match_expression(forms: list[str]) -> str:
-    """An FTS5 query matching any of the given words; quoting makes them literal."""
-    return " OR ".join(f'"{form}"' for form in forms)
-
-
-def frequency_statement(terms: int) -> str:
-    """One row: for each of `terms` match expressions, the items matching it, counted up to
-    `MAX_CANDIDATES` + 1.
-
-    That bound is all `choose_terms` needs (past it a term never ranks; below it the count is
-    exact), and counting stops there: a common word's postings are never all read, as FTS5's
-    vocabulary table would read them to count them.
-    """
-    count = (
-        "(SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ?"
-        f" LIMIT {MAX_CANDIDATES + 1}))"
-    )
-    return "SELECT " + ", ".join([count] * terms)
-
-
 # Keys per statement of `get_many`: a batch of layer records reads and decodes in about 4 ms,
 # short enough for the event loop to run between batches (and far below SQLite's limit on a
 # statement's parameters, 32,766).
 GET_MANY_BATCH = 100
-
-# Terms counted per statement: a connection compiles a statement for each number of terms up to
-# this (0.1 to 0.4 ms each, more than running one) and reuses them; longer lists run in batches.
-COUNT_BATCH = 8
-
-
-def count_matches(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
-    """Each scoped term's match count, as `frequency_statement` bounds it."""
-    counts: dict[str, int] = {}
-    for start in range(0, len(terms), COUNT_BATCH):
-        batch = terms[start : start + COUNT_BATCH]
-        quoted = [match_expression([term]) for term in batch]
-        row = conn.execute(frequency_statement(len(batch)), quoted).fetchone()
-        counts.update(zip(batch, row, strict=True))
-    return counts
-
-
-class TermCounts:
-    """Each scoped term's match count (as `frequency_statement` bounds it), kept while the
-    file is unchanged.
-
-    Counting opens an FTS5 cursor per term, about 10 microseconds, and a prompt has some 25
-    word forms; an agent's prompts share most of them. `PRAGMA data_version` changes when any
-    other connection commits, the store's own writer included, so counts read through one
-    read-only connection are dropped before they could go stale. A connection's own commits
-    do not change its data_version: only the reader's counts are kept.
-    """
-
-    MAX_TERMS = 100_000
-
-    def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
-        self._source: sqlite3.Connection | None = None
-        self._version: int | None = None
-
-    def count(self, conn: sqlite3.Connection, terms: list[str], *, keep: bool) -> dict[str, int]:
-        """`terms` with their counts, counting only those not kept from earlier calls."""
-        if keep:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            changed = (conn, version) != (self._source, self._version)
-            if changed or len(self._counts) > self.MAX_TERMS:
-                self._counts = {}
-                self._source, self._version = conn, version
-            counts = self._counts
-        else:
-            counts = {}
-        missing = [term for term in dict.fromkeys(terms) if term not in counts]
-        if missing:
-            counts.update(count_matches(conn, missing))
-        return {term: counts[term] for term in terms}
 
 
 def choose_terms(present: list[str], frequency: dict[str, int], scope_size: int) -> list[str]:
@@ -824,7 +759,7 @@ class SQLiteStore(BaseStore):
                 for scope, rows in by_scope.items():
                     self._write(conn, self._scope_id(conn, scope, create=True), rows, now)  # type: ignore[arg-type]
             if bulk:  # the items are committed: a busy store only leaves merging deferred
-                with suppress(sqlite3.OperationalError):
+                with suppress(sqlite3.OperationalError), _transaction(conn):
                     conn.execute(_SET_AUTOMERGE, (AUTOMERGE,))
             return written
 
@@ -1092,10 +1027,15 @@ class SQLiteStore(BaseStore):
 
 @contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back on any error: a write is whole or absent."""
+    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back on any error: a write is whole or absent.
+
+    The commit gives the file a new write token (`term_counts.TermCounts` keeps query words'
+    counts per token).
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute(RENEW_WRITE_TOKEN)
     except BaseException:
         conn.execute("ROLLBACK")
         raise

@@ -19,22 +19,25 @@ from animus_flows.protocol import Scope, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.base import EXPIRES_KEY
 from animus_flows.stores.sqlite import (
-    COUNT_BATCH,
     GET_MANY_BATCH,
-    MAX_CANDIDATES,
     SCHEMA_VERSION,
-    TermCounts,
     bm25_score,
     choose_terms,
-    count_matches,
     filter_clause,
-    frequency_statement,
     id_range,
     indexed_body,
     listing_statement,
-    match_expression,
     prefix_end,
     scoped_body,
+)
+from animus_flows.stores.term_counts import (
+    COUNT_BATCH,
+    MAX_CANDIDATES,
+    TermCounts,
+    count_matches,
+    frequency_statement,
+    match_expression,
+    write_token,
 )
 
 
@@ -744,6 +747,65 @@ def test_term_counts_are_kept_until_another_connection_commits(tmp_path):
     assert counted() == 4
     conn.close()
     writer.close()
+
+
+def test_term_counts_are_shared_by_connections_reading_the_same_state(tmp_path):
+    # a flow run opens its stores anew: what the last run counted is not counted again
+    path = tmp_path / "m.db"
+    writer = SyncStore(SQLiteStore(path))
+    writer.put(Scope("p"), "a", "zebra")
+    first, second = (sqlite3.connect(path, isolation_level=None) for _ in range(2))
+    statements: list[str] = []
+    second.set_trace_callback(statements.append)
+    (scope_id,) = first.execute("SELECT id FROM scopes").fetchone()
+    zebra = f"{scope_id}xzebra"
+
+    def counted() -> int:
+        return sum("count(*)" in statement for statement in statements)
+
+    assert TermCounts().count(first, [zebra], keep=True) == {zebra: 1}
+    assert TermCounts().count(second, [zebra], keep=True) == {zebra: 1}
+    assert counted() == 0  # counted through the first connection, under the same token
+    token = write_token(second)
+    writer.put(Scope("p"), "b", "zebra")  # a write renews the token
+    assert write_token(second) not in {token, None}
+    assert TermCounts().count(second, [zebra], keep=True) == {zebra: 2}
+    assert counted() == 1
+    for conn in (first, second):
+        conn.close()
+    writer.close()
+
+
+def test_term_counts_are_dropped_when_the_file_changes_without_a_new_token(tmp_path):
+    # an animus-flows from before write tokens indexes an item and leaves the token as it was
+    path = tmp_path / "m.db"
+    writer = SyncStore(SQLiteStore(path))
+    writer.put(Scope("p"), "a", "zebra")
+    reader = sqlite3.connect(path, isolation_level=None)
+    (scope_id,) = reader.execute("SELECT id FROM scopes").fetchone()
+    zebra = f"{scope_id}xzebra"
+    counts = TermCounts()
+    assert counts.count(reader, [zebra], keep=True) == {zebra: 1}
+    with closing(sqlite3.connect(path)) as old, old:
+        old.execute(
+            "INSERT INTO items_fts (rowid, body) VALUES (?, ?)", (id_range(scope_id)[1], zebra)
+        )
+    assert counts.count(reader, [zebra], keep=True) == {zebra: 2}
+    # a new connection gets no counts from before that change either
+    assert TermCounts().count(sqlite3.connect(path), [zebra], keep=True) == {zebra: 2}
+    reader.close()
+    writer.close()
+
+
+def test_a_new_store_finds_words_written_after_another_store_counted_them(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as first:
+        first.put(Scope("p"), "a", "apple")
+        assert first.query(Scope("p"), "zebra apple")[0].key == "a"  # zebra counted: none
+        with SyncStore(SQLiteStore(path)) as second:
+            second.put(Scope("p"), "z", "zebra")
+        with SyncStore(SQLiteStore(path)) as third:  # the first never looked again
+            assert [hit.key for hit in third.query(Scope("p"), "zebra")] == ["z"]
 
 
 def test_queries_see_words_written_after_they_were_counted(tmp_path):

@@ -1,0 +1,139 @@
+"""How many items of a scope match each query word, counted through FTS5 and kept.
+
+`SQLiteStore.query` ranks only a query's rarest words (`choose_terms`), so it first counts each
+word's matches in the scope. Counting opens an FTS5 cursor per word, about 10 microseconds, and
+a prompt has some 25 word forms; an agent's prompts share most of them, from phase to phase and
+from one flow run to the next. `TermCounts` keeps the counts for as long as the file is
+unchanged, and shares them between the connections of a process that read the same state.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+
+MAX_CANDIDATES = 200  # items a query may score; see sqlite.choose_terms
+
+# Terms counted per statement: a connection compiles a statement for each number of terms up to
+# this (0.1 to 0.4 ms each, more than running one) and reuses them; longer lists run in batches.
+COUNT_BATCH = 8
+
+# Run by every write transaction before it commits (sqlite._transaction): a new random token
+# names the file's new state, so counts made under the old one are never read against it.
+RENEW_WRITE_TOKEN = (
+    "INSERT OR REPLACE INTO animus_meta (name, value) VALUES ('write_token', hex(randomblob(16)))"
+)
+
+
+def match_expression(forms: list[str]) -> str:
+    """An FTS5 query matching any of the given words; quoting makes them literal."""
+    return " OR ".join(f'"{form}"' for form in forms)
+
+
+def frequency_statement(terms: int) -> str:
+    """One row: for each of `terms` match expressions, the items matching it, counted up to
+    `MAX_CANDIDATES` + 1.
+
+    That bound is all `choose_terms` needs (past it a term never ranks; below it the count is
+    exact), and counting stops there: a common word's postings are never all read, as FTS5's
+    vocabulary table would read them to count them.
+    """
+    count = (
+        "(SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ?"
+        f" LIMIT {MAX_CANDIDATES + 1}))"
+    )
+    return "SELECT " + ", ".join([count] * terms)
+
+
+def count_matches(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+    """Each scoped term's match count, as `frequency_statement` bounds it."""
+    counts: dict[str, int] = {}
+    for start in range(0, len(terms), COUNT_BATCH):
+        batch = terms[start : start + COUNT_BATCH]
+        quoted = [match_expression([term]) for term in batch]
+        row = conn.execute(frequency_statement(len(batch)), quoted).fetchone()
+        counts.update(zip(batch, row, strict=True))
+    return counts
+
+
+def write_token(conn: sqlite3.Connection) -> str | None:
+    """The token of the file's last write; None before a write of a version that sets one."""
+    row = conn.execute("SELECT value FROM animus_meta WHERE name = 'write_token'").fetchone()
+    return None if row is None else row[0]
+
+
+class _CountsByToken:
+    """The process's kept counts, one table per write token, for the most recent tokens.
+
+    Tables are replaced, never emptied: a store counting in one thread never sees entries
+    vanish under it while another thread drops the table.
+    """
+
+    LIMIT = 32
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tables: OrderedDict[str, dict[str, int]] = OrderedDict()
+
+    def table(self, token: str) -> dict[str, int]:
+        with self._lock:
+            table = self._tables.pop(token, None)
+            self._tables[token] = table = {} if table is None else table
+            while len(self._tables) > self.LIMIT:
+                self._tables.popitem(last=False)
+            return table
+
+    def drop(self, token: str) -> None:
+        with self._lock:
+            self._tables.pop(token, None)
+
+
+_SHARED = _CountsByToken()
+
+
+class TermCounts:
+    """One store's view of the kept counts: each scoped term's match count (as
+    `frequency_statement` bounds it), kept while the file is unchanged.
+
+    Every write transaction gives the file a new random `write_token`, so a token names one
+    committed state of its contents, and counts made under it hold for any connection that reads
+    that state: a store opened by the next flow run in the process starts with what earlier
+    ones counted. A connection reads the token again only when its `PRAGMA data_version` moved,
+    which happens when another connection commits, the store's own writer included. A commit
+    that left the token as it was (an animus-flows from before tokens, or SQLite refreshing its
+    statistics) drops the counts kept under it. A file never written by a version that sets
+    tokens keeps counts per connection, while its data_version holds. A connection's own
+    commits do not change its data_version: only the read-only connection's counts are kept.
+    """
+
+    MAX_TERMS = 100_000
+
+    def __init__(self) -> None:
+        self._kept: dict[str, int] = {}
+        self._seen: tuple[sqlite3.Connection, int, str | None] | None = None
+
+    def count(self, conn: sqlite3.Connection, terms: list[str], *, keep: bool) -> dict[str, int]:
+        """`terms` with their counts, counting only those not kept from earlier calls."""
+        kept = self._current(conn) if keep else {}
+        missing = [term for term in dict.fromkeys(terms) if term not in kept]
+        counted = count_matches(conn, missing) if missing else {}
+        kept.update(counted)
+        return {term: counted[term] if term in counted else kept[term] for term in terms}
+
+    def _current(self, conn: sqlite3.Connection) -> dict[str, int]:
+        """The counts kept for the state `conn` reads now."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        seen = self._seen
+        if seen is None or seen[0] is not conn or seen[1] != version:
+            token = write_token(conn)
+            if token is not None and seen is not None and seen[0] is conn and seen[2] == token:
+                _SHARED.drop(token)  # the file changed without a new token
+            self._kept = {} if token is None else _SHARED.table(token)
+            self._seen = (conn, version, token)
+        elif len(self._kept) > self.MAX_TERMS:
+            token = seen[2]
+            if token is not None:
+                _SHARED.drop(token)
+            self._kept = {} if token is None else _SHARED.table(token)
+        return self._kept
