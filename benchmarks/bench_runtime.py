@@ -1,7 +1,7 @@
 """Runtime costs: the memory_bindings hook, a phase with the full audit, and `animus run`.
 
     .venv/bin/python benchmarks/bench_runtime.py [--items 100000] [--small-items 1000]
-        [--phases 30] [--alternations 4] [--runs 5]
+        [--phases 30] [--alternations 4] [--runs 5] [--parts 1,2,3]
 
 1. Hook latency in-process: 3 bindings over 3 SQLite stores of `--items` items each (store a:
    50 agents' scopes, the binding reads one; store b: one project scope holding all of them, the
@@ -382,7 +382,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=500)
     parser.add_argument("--alternations", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--parts", default="1,2,3", help="which of the three figures to measure")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     print(
@@ -391,35 +393,39 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         folder_path = Path(folder)
         path = make_workflow(folder_path, args.phases)
-        asyncio.run(seed(folder_path, args.items))
-        samples, cpu = asyncio.run(hook_latency(path, args.rounds))
+        if parts & {"1", "2"}:
+            asyncio.run(seed(folder_path, args.items))
+        if "1" in parts:
+            samples, cpu = asyncio.run(hook_latency(path, args.rounds))
+            print(
+                f"1. memory_bindings hook, 3 bindings x {args.items:,} items, top_k 8, "
+                f"budget 2,000: {fmt(samples)} (CPU time: {fmt(cpu)})"
+            )
+            paused = asyncio.run(after_other_work(path, args.rounds))
+            print(
+                "1b. the same hook's CPU time, alternated: "
+                + "; ".join(f"{name} {fmt(times)}" for name, times in paused.items())
+            )
+        if "2" in parts:
+            report_orchestration(
+                f"2. per phase, {args.items:,}-item stores",
+                orchestration(path, args.phases, args.alternations),
+            )
+            small = folder_path / "small"
+            small.mkdir()
+            small_path = make_workflow(small, args.phases)
+            asyncio.run(seed(small, args.small_items))
+            report_orchestration(
+                f"2b. the same over {args.small_items:,}-item stores",
+                orchestration(small_path, args.phases, args.alternations),
+            )
+    if "3" in parts:
+        animus, bare_runs = cli_runs(args.runs)
+        a, b = statistics.median(animus), statistics.median(bare_runs)
         print(
-            f"1. memory_bindings hook, 3 bindings x {args.items:,} items, top_k 8, budget 2,000: "
-            f"{fmt(samples)} (CPU time: {fmt(cpu)})"
+            f"3. `animus run` on examples/trade-desk {a:.2f} s vs a bare Prefect flow with the "
+            f"same phases {b:.2f} s (medians of {args.runs}, fresh processes) -> {a / b:.2f}x"
         )
-        paused = asyncio.run(after_other_work(path, args.rounds))
-        print(
-            "1b. the same hook's CPU time, alternated: "
-            + "; ".join(f"{name} {fmt(times)}" for name, times in paused.items())
-        )
-        report_orchestration(
-            f"2. per phase, {args.items:,}-item stores",
-            orchestration(path, args.phases, args.alternations),
-        )
-        small = folder_path / "small"
-        small.mkdir()
-        small_path = make_workflow(small, args.phases)
-        asyncio.run(seed(small, args.small_items))
-        report_orchestration(
-            f"2b. the same over {args.small_items:,}-item stores",
-            orchestration(small_path, args.phases, args.alternations),
-        )
-    animus, bare_runs = cli_runs(args.runs)
-    a, b = statistics.median(animus), statistics.median(bare_runs)
-    print(
-        f"3. `animus run` on examples/trade-desk {a:.2f} s vs a bare Prefect flow with the "
-        f"same phases {b:.2f} s (medians of {args.runs}, fresh processes) -> {a / b:.2f}x"
-    )
 
 
 if __name__ == "__main__":
