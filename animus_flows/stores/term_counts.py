@@ -125,15 +125,13 @@ class TermCounts:
         """The counts kept for the state `conn` reads now."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         seen = self._seen
-        if seen is None or seen[0] is not conn or seen[1] != version:
-            token = write_token(conn)
-            if token is not None and seen is not None and seen[0] is conn and seen[2] == token:
-                _SHARED.drop(token)  # the file changed without a new token
-            self._kept = {} if token is None else _SHARED.table(token)
-            self._seen = (conn, version, token)
-        elif len(self._kept) > self.MAX_TERMS:
-            token = seen[2]
-            if token is not None:
-                _SHARED.drop(token)
-            self._kept = {} if token is None else _SHARED.table(token)
+        same_conn = seen is not None and seen[0] is conn
+        if same_conn and seen[1] == version and len(self._kept) <= self.MAX_TERMS:
+            return self._kept
+        token = write_token(conn)
+        if token is not None and same_conn and seen[2] == token:
+            # the file changed without a new token, or the kept counts grew past the bound
+            _SHARED.drop(token)
+        self._kept = {} if token is None else _SHARED.table(token)
+        self._seen = (conn, version, token)
         return self._kept

@@ -720,69 +720,66 @@ def test_term_counts_run_a_few_statement_texts_whatever_the_number_of_terms(tmp_
     assert sizes == set(range(1, COUNT_BATCH + 1))  # a statement text per size, at most 8
 
 
-def test_term_counts_are_kept_until_another_connection_commits(tmp_path):
+@pytest.fixture
+def zebra_file(tmp_path):
+    """A store file holding one item, "zebra": its path, its open writer and its scope's id."""
     path = tmp_path / "m.db"
-    writer = SyncStore(SQLiteStore(path))
-    writer.put(Scope("p"), "a", "zebra")
+    with SyncStore(SQLiteStore(path)) as writer:
+        writer.put(Scope("p"), "a", "zebra")
+        with closing(sqlite3.connect(path)) as conn:
+            (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
+        yield path, writer, scope_id
+
+
+def counted(statements: list[str]) -> int:
+    """How many of the traced `statements` counted term matches."""
+    return sum("count(*)" in statement for statement in statements)
+
+
+def test_term_counts_are_kept_until_another_connection_commits(zebra_file):
+    path, writer, scope_id = zebra_file
     conn = sqlite3.connect(path, isolation_level=None)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
-    (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
     zebra, yak = f"{scope_id}xzebra", f"{scope_id}xyak"
     counts = TermCounts()
-
-    def counted() -> int:
-        return sum("count(*)" in statement for statement in statements)
-
     assert counts.count(conn, [zebra, yak], keep=True) == {zebra: 1, yak: 0}
     assert counts.count(conn, [yak, zebra], keep=True) == {yak: 0, zebra: 1}
-    assert counted() == 1  # the second call counted nothing
+    assert counted(statements) == 1  # the second call counted nothing
     writer.put(Scope("p"), "b", "zebra yak")
     assert counts.count(conn, [zebra, yak], keep=True) == {zebra: 2, yak: 1}
-    assert counted() == 2
+    assert counted(statements) == 2
     assert counts.count(conn, [zebra], keep=False) == {zebra: 2}
-    assert counted() == 3  # keep=False always counts: a connection's own commits go unseen
+    assert counted(statements) == 3  # keep=False always counts: own commits go unseen
     counts.MAX_TERMS = 0  # past the bound, kept counts are dropped
     counts.count(conn, [zebra], keep=True)
-    assert counted() == 4
+    assert counted(statements) == 4
     conn.close()
-    writer.close()
 
 
-def test_term_counts_are_shared_by_connections_reading_the_same_state(tmp_path):
+def test_term_counts_are_shared_by_connections_reading_the_same_state(zebra_file):
     # a flow run opens its stores anew: what the last run counted is not counted again
-    path = tmp_path / "m.db"
-    writer = SyncStore(SQLiteStore(path))
-    writer.put(Scope("p"), "a", "zebra")
+    path, writer, scope_id = zebra_file
     first, second = (sqlite3.connect(path, isolation_level=None) for _ in range(2))
     statements: list[str] = []
     second.set_trace_callback(statements.append)
-    (scope_id,) = first.execute("SELECT id FROM scopes").fetchone()
     zebra = f"{scope_id}xzebra"
-
-    def counted() -> int:
-        return sum("count(*)" in statement for statement in statements)
-
     assert TermCounts().count(first, [zebra], keep=True) == {zebra: 1}
     assert TermCounts().count(second, [zebra], keep=True) == {zebra: 1}
-    assert counted() == 0  # counted through the first connection, under the same token
+    assert counted(statements) == 0  # counted through the first connection, same token
     token = write_token(second)
     writer.put(Scope("p"), "b", "zebra")  # a write renews the token
     assert write_token(second) not in {token, None}
     assert TermCounts().count(second, [zebra], keep=True) == {zebra: 2}
-    assert counted() == 1
+    assert counted(statements) == 1
     for conn in (first, second):
         conn.close()
-    writer.close()
 
 
-def test_term_counts_are_dropped_when_the_file_changes_without_a_new_token(tmp_path):
+def test_term_counts_are_dropped_when_the_file_changes_without_a_new_token(zebra_file):
     # an animus-flows from before write tokens indexes an item and leaves the token as it was
-    path = tmp_path / "m.db"
-    writer = SyncStore(SQLiteStore(path))
-    writer.put(Scope("p"), "a", "zebra")
+    path, _, scope_id = zebra_file
     reader = sqlite3.connect(path, isolation_level=None)
-    (scope_id,) = reader.execute("SELECT id FROM scopes").fetchone()
     zebra = f"{scope_id}xzebra"
     counts = TermCounts()
     assert counts.count(reader, [zebra], keep=True) == {zebra: 1}
@@ -792,9 +789,9 @@ def test_term_counts_are_dropped_when_the_file_changes_without_a_new_token(tmp_p
         )
     assert counts.count(reader, [zebra], keep=True) == {zebra: 2}
     # a new connection gets no counts from before that change either
-    assert TermCounts().count(sqlite3.connect(path), [zebra], keep=True) == {zebra: 2}
+    with closing(sqlite3.connect(path)) as fresh:
+        assert TermCounts().count(fresh, [zebra], keep=True) == {zebra: 2}
     reader.close()
-    writer.close()
 
 
 def test_a_new_store_finds_words_written_after_another_store_counted_them(tmp_path):
