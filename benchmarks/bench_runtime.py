@@ -1,7 +1,7 @@
 """Runtime costs: the memory_bindings hook, a phase with the full audit, and `animus run`.
 
     .venv/bin/python benchmarks/bench_runtime.py [--items 100000] [--small-items 1000]
-        [--phases 30] [--alternations 4] [--runs 5] [--parts 1,2,3]
+        [--phases 30] [--flow-runs 6] [--runs 5] [--parts 1,2,3]
 
 1. Hook latency in-process: 3 bindings over 3 SQLite stores of `--items` items each (store a:
    50 agents' scopes, the binding reads one; store b: one project scope holding all of them, the
@@ -13,9 +13,10 @@
    else ran first, as in a phase, where Prefect's task engine runs before the hook.
 2. Per-phase orchestration with the full audit (hooks, logs, events, artifacts, all sent
    through the outbox) against a bare Prefect task doing nothing, side by side in one process
-   and one Prefect server. The bare task is configured like the phase tasks (no cache key, no
-   result persistence); a task with Prefect's defaults (plain `@task`) is timed beside it for
-   reference; the ratio stays against the former. Then the outbox's drain at the end of each
+   and one Prefect server: in every phase slot of a flow run each kind runs once, in an order
+   that rotates from slot to slot. The bare task is configured like the phase tasks (no cache
+   key, no result persistence); a task with Prefect's defaults (plain `@task`) is timed beside
+   it for reference; the ratio stays against the former. Then the outbox's drain at the end of each
    run, and what two synchronous artifact calls per phase would have added. The phase is also
    shown less its pre-phase hook (benchmark 1's subject, timed by benchmarks/timed_hook.py),
    and the whole comparison runs again over stores of `--small-items` items. The phases'
@@ -41,7 +42,6 @@ import textwrap
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_sqlite's corpus
@@ -214,8 +214,12 @@ async def after_other_work(workflow_path: Path, rounds: int) -> dict[str, list[f
 
 
 def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, list[float]]:
+    """Per-phase milliseconds of each kind, side by side: in every phase slot of a flow run a
+    bare task, a task with Prefect's defaults, an animus phase with the full audit and one with
+    no audit run one after another, in an order that rotates from slot to slot, so each kind
+    sees the same machine state and follows each other kind as often."""
     import timed_hook
-    from prefect import flow, task
+    from prefect import flow, get_run_logger, task
     from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
     from prefect.cache_policies import NONE
 
@@ -243,60 +247,43 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
     async def nothing_by_default() -> None:  # a task as most users write one: Prefect's defaults
         return None
 
-    def timing(each_phase: Callable[[], Awaitable[None]], name: str) -> Callable[[], Any]:
-        """A flow running `each_phase` once per phase, timed into `times[name]`."""
-
-        @flow(name=name, persist_result=False)
-        async def timed() -> None:
-            for _ in range(phases):
-                started = time.perf_counter()
-                await each_phase()
-                times[name].append((time.perf_counter() - started) * 1000)
-
-        return timed
-
-    bare, defaults = timing(nothing, "bare"), timing(nothing_by_default, "defaults")
-
-    @flow(persist_result=False)
-    async def no_audit() -> None:
-        # the same phases with no logs, events or artifacts: our own orchestration alone
-        state = RunState.start(compiled, "T0", None, [], None)
-        for phase in compiled.phases:
-            started = time.perf_counter()
-            await run_phase_task(state, phase)
-            times["no_audit"].append((time.perf_counter() - started) * 1000)
-        await state.plugins.aclose()
-
-    @flow(persist_result=False)
-    async def animus() -> None:
-        from prefect import get_run_logger
-
+    @flow(name="side-by-side", persist_result=False)
+    async def side_by_side() -> None:
         outbox = Outbox()
-        state = RunState.start(
+        audited = RunState.start(
             compiled, "T0", None, prefect_sinks(get_run_logger(), None, "w", outbox), outbox
         )
-        for phase in compiled.phases:
-            started = time.perf_counter()
-            await run_phase_task(state, phase)
-            elapsed = (time.perf_counter() - started) * 1000
-            times["animus"].append(elapsed)
-            times["without_hook"].append(elapsed - timed_hook.DURATIONS_MS[-1])
-        finish_run(state)
+        # the same phases with no logs, events or artifacts: our own orchestration alone
+        quiet = RunState.start(compiled, "T0", None, [], None)
+        for slot, phase in enumerate(compiled.phases):
+            kinds: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+                ("bare", nothing),
+                ("defaults", nothing_by_default),
+                ("animus", lambda phase=phase: run_phase_task(audited, phase)),
+                ("no_audit", lambda phase=phase: run_phase_task(quiet, phase)),
+            ]
+            turn = slot % len(kinds)
+            for name, run in kinds[turn:] + kinds[:turn]:
+                started = time.perf_counter()
+                await run()
+                elapsed = (time.perf_counter() - started) * 1000
+                times[name].append(elapsed)
+                if name == "animus":
+                    times["without_hook"].append(elapsed - timed_hook.DURATIONS_MS[-1])
+        finish_run(audited)
         started = time.perf_counter()
         await outbox.drain()
         times["drain"].append((time.perf_counter() - started) * 1000)
-        await state.plugins.aclose()
+        for state in (audited, quiet):
+            await state.plugins.aclose()
         for phase in compiled.phases[:10]:  # what synchronous artifact calls would cost
             started = time.perf_counter()
             await acreate_table_artifact([{"op": "query"}], key=f"bench-ops-{phase.id}")
             await acreate_markdown_artifact("# bench", key=f"bench-context-{phase.id}")
             times["sync_artifacts"].append((time.perf_counter() - started) * 1000)
 
-    for _ in range(rounds):  # alternate, so all see the same server and the same noise
-        asyncio.run(bare())
-        asyncio.run(no_audit())
-        asyncio.run(animus())
-        asyncio.run(defaults())
+    for _ in range(rounds):
+        asyncio.run(side_by_side())
     return times
 
 
@@ -380,7 +367,7 @@ def main() -> None:
     parser.add_argument("--small-items", type=int, default=1_000)
     parser.add_argument("--phases", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=500)
-    parser.add_argument("--alternations", type=int, default=4)
+    parser.add_argument("--flow-runs", type=int, default=6, help="flow runs of benchmark 2")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--parts", default="1,2,3", help="which of the three figures to measure")
     args = parser.parse_args()
@@ -409,7 +396,7 @@ def main() -> None:
         if "2" in parts:
             report_orchestration(
                 f"2. per phase, {args.items:,}-item stores",
-                orchestration(path, args.phases, args.alternations),
+                orchestration(path, args.phases, args.flow_runs),
             )
             small = folder_path / "small"
             small.mkdir()
@@ -417,7 +404,7 @@ def main() -> None:
             asyncio.run(seed(small, args.small_items))
             report_orchestration(
                 f"2b. the same over {args.small_items:,}-item stores",
-                orchestration(small_path, args.phases, args.alternations),
+                orchestration(small_path, args.phases, args.flow_runs),
             )
     if "3" in parts:
         animus, bare_runs = cli_runs(args.runs)

@@ -136,6 +136,7 @@ def _candidates(fetches: list[Fetch]) -> list[Candidate]:
     candidates = []
     for fetch in fetches:
         refused: dict[str, int] = {}
+        source = {"plugin": fetch.binding.plugin}
         for hit in fetch.hits:
             reason = admissible(fetch.binding, hit)
             if reason is not None:
@@ -148,7 +149,7 @@ def _candidates(fetches: list[Fetch]) -> list[Candidate]:
                     indexed_text(hit.value),
                     hit.score,
                     tier_of(hit.metadata),
-                    {"plugin": fetch.binding.plugin},
+                    source,
                 )
             )
         fetch.notes += [f"{count} refused: {reason}" for reason, count in refused.items()]

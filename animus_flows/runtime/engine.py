@@ -323,17 +323,19 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
     )
     state.results.append(result)
     if state.outbox is not None:
+        # rendered when sent: nothing they show changes once the phase is over
         events = state.audit.events(phase.id)
+        context, pack = contract.memory_context, ctx.state.get(PACK_STATE_KEY)
         queue_table_artifact(
             state.outbox,
             artifact_key("memory-ops", phase.id),
-            ops_table(events),
+            lambda: ops_table(events),
             f"Memory operations of phase {phase.id}",
         )
         queue_markdown_artifact(
             state.outbox,
             artifact_key("memory-context", phase.id),
-            context_markdown(phase.id, contract.memory_context, ctx.state.get(PACK_STATE_KEY)),
+            lambda: context_markdown(phase.id, context, pack),
             f"What phase {phase.id} received from memory",
         )
     return result
@@ -345,7 +347,7 @@ def finish_run(state: RunState) -> None:
         queue_markdown_artifact(
             state.outbox,
             artifact_key("token-budget", state.compiled.name),
-            budget_markdown(state.compiled.name, state.budget),
+            lambda: budget_markdown(state.compiled.name, state.budget),
             f"Token budget ledger of workflow {state.compiled.name}",
         )
 

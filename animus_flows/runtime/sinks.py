@@ -148,22 +148,25 @@ class Queued:
 
 
 def queue_table_artifact(
-    outbox: Outbox, key: str, rows: list[dict[str, Any]], description: str
+    outbox: Outbox, key: str, rows: Callable[[], list[dict[str, Any]]], description: str
 ) -> None:
-    """Queue Prefect table artifact `key`; see `Outbox` for when it is written."""
+    """Queue Prefect table artifact `key`, its rows rendered by `rows()` when it is sent (off
+    the phase's path, like the send itself); see `Outbox` for when that is."""
     from prefect.artifacts import acreate_table_artifact
 
     async def write() -> None:
-        await acreate_table_artifact(table=rows, key=key, description=description)
+        await acreate_table_artifact(table=rows(), key=key, description=description)
 
     outbox.put(key, write)
 
 
-def queue_markdown_artifact(outbox: Outbox, key: str, text: str, description: str) -> None:
-    """Queue Prefect markdown artifact `key`; see `Outbox` for when it is written."""
+def queue_markdown_artifact(
+    outbox: Outbox, key: str, text: Callable[[], str], description: str
+) -> None:
+    """Queue Prefect markdown artifact `key`, its text rendered by `text()` when it is sent."""
     from prefect.artifacts import acreate_markdown_artifact
 
     async def write() -> None:
-        await acreate_markdown_artifact(markdown=text, key=key, description=description)
+        await acreate_markdown_artifact(markdown=text(), key=key, description=description)
 
     outbox.put(key, write)

@@ -267,7 +267,10 @@ class BaseStore(ABC):
                 expires_at = stored_expiry(metadata.pop(EXPIRES_KEY), scope, hit.key)
                 if expires_at is not None and expires_at <= now:
                     continue
-            kept.append(QueryHit(hit.key, hit.value, clamp_score(hit.score), metadata))
+            score = clamp_score(hit.score)
+            if score != hit.score or metadata is not hit.metadata:
+                hit = QueryHit(hit.key, hit.value, score, metadata)
+            kept.append(hit)
         kept.sort(key=lambda hit: hit.score, reverse=True)
         return kept[:top_k]
 

@@ -41,6 +41,7 @@ from animus_flows.protocol import (
     ScopePage,
     check_count,
     indexed_text,
+    matches_filters,
     utcnow,
 )
 from animus_flows.stores.base import (
@@ -56,7 +57,9 @@ from animus_flows.stores.base import (
 from animus_flows.stores.term_counts import (
     MAX_CANDIDATES,
     RENEW_WRITE_TOKEN,
+    Kept,
     TermCounts,
+    count_terms,
     match_expression,
 )
 from animus_flows.stores.text import query_groups, spaced_words
@@ -288,10 +291,12 @@ def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
         alternatives: list[str] = []
         if values:
             marks = ", ".join("?" * len(values))
+            # json_each gives an object or array as its JSON text: compare scalars only
             alternatives.append(
                 "EXISTS (SELECT 1 FROM json_each(i.metadata) m WHERE m.key = ? AND "
-                f"(m.value IN ({marks}) OR (m.type = 'array' AND EXISTS "
-                f"(SELECT 1 FROM json_each(m.value) e WHERE e.value IN ({marks})))))"
+                f"((m.type NOT IN ('object', 'array') AND m.value IN ({marks})) OR "
+                "(m.type = 'array' AND EXISTS (SELECT 1 FROM json_each(m.value) e WHERE "
+                f"e.type NOT IN ('object', 'array') AND e.value IN ({marks})))))"
             )
             params += [name, *values, *values]
         if None in options:
@@ -302,6 +307,29 @@ def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
             params.append(name)
         clauses.append("(" + " OR ".join(alternatives) + ")")
     return " AND " + " AND ".join(clauses), params
+
+
+#: A query's row: key, value JSON, metadata (decoded) and FTS5 rank (None in a listing).
+Hit = tuple[str, str, dict[str, JSON], float | None]
+
+
+def passing(
+    rows: Iterable[tuple[Any, ...]], filters: dict[str, JSON] | None, limit: int
+) -> list[Hit]:
+    """The first `limit` of `rows` whose metadata passes `filters`, with it decoded.
+
+    Ranked reads filter here rather than in SQL: a query examines a dozen rows or so, and
+    decoding their metadata once in Python (it is decoded for the hits anyway) costs a phase
+    less than `filter_clause`'s `json_each` lookups, whose semantics `matches_filters` defines.
+    """
+    kept: list[Hit] = []
+    for key, value, metadata_json, rank in rows:
+        metadata = json.loads(metadata_json)
+        if matches_filters(metadata, filters):
+            kept.append((key, value, metadata, rank))
+            if len(kept) == limit:
+                break
+    return kept
 
 
 def listing_statement(where: str) -> str:
@@ -866,51 +894,71 @@ class SQLiteStore(BaseStore):
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
     ) -> list[QueryHit]:
-        where, params = filter_clause(filters)
         groups = query_groups(text, MAX_QUERY_TERMS)
         now = utcnow().timestamp()
 
-        def ranked(conn: sqlite3.Connection, terms: list[str]) -> list[Any]:
-            return conn.execute(
-                "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
-                " JOIN items i ON i.id = f.rowid"
-                f" WHERE items_fts MATCH ? AND {_LIVE}{where} ORDER BY f.rank LIMIT ?",
-                (match_expression(terms), now, *params, top_k),
-            ).fetchall()
+        def ranked(conn: sqlite3.Connection, terms: list[str]) -> list[Hit]:
+            # FTS5 ranks every candidate before the first row comes back; the rows are then
+            # read best first until top_k pass the filters
+            return passing(
+                conn.execute(
+                    "SELECT i.key, i.value, i.metadata, f.rank FROM items_fts f"
+                    f" JOIN items i ON i.id = f.rowid WHERE items_fts MATCH ? AND {_LIVE}"
+                    " ORDER BY f.rank",
+                    (match_expression(terms), now),
+                ),
+                filters,
+                top_k,
+            )
 
-        def newest(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[Any]:
+        def newest(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[Hit]:
             # Items that match only words too common to rank score 0, unranked: BM25 would
             # count each word's items over its whole posting list, milliseconds for a common
             # word of a large scope. The newest MAX_CANDIDATES matches (or `limit`, if more)
             # at most are examined, however many of them the filters reject.
-            return conn.execute(
-                "SELECT i.key, i.value, i.metadata, 0.0 FROM items i WHERE i.id IN"
-                " (SELECT rowid FROM items_fts WHERE items_fts MATCH ?"
-                " ORDER BY rowid DESC LIMIT ?)"
-                f" AND {_LIVE}{where} ORDER BY i.id DESC LIMIT ?",
-                (match_expression(terms), max(MAX_CANDIDATES, limit), now, *params, limit),
-            ).fetchall()
+            return passing(
+                conn.execute(
+                    "SELECT i.key, i.value, i.metadata, 0.0 FROM items i WHERE i.id IN"
+                    " (SELECT rowid FROM items_fts WHERE items_fts MATCH ?"
+                    f" ORDER BY rowid DESC LIMIT ?) AND {_LIVE} ORDER BY i.id DESC",
+                    (match_expression(terms), max(MAX_CANDIDATES, limit), now),
+                ),
+                filters,
+                limit,
+            )
 
-        def scope_row(conn: sqlite3.Connection) -> tuple[int, int] | None:
+        def scope_row(conn: sqlite3.Connection, kept: Kept | None) -> tuple[int, int] | None:
             # next_item counts the ids the scope ever handed out: its size, give or take the
             # expired items not yet purged, which is all the thresholds below need
-            return conn.execute(
+            ids = _scope_ids(scope)
+            if kept is not None and ids in kept.scopes:
+                return kept.scopes[ids]
+            row = conn.execute(
                 "SELECT id, next_item FROM scopes"
                 " WHERE project_id = ? AND agent_id = ? AND task_id = ?",
-                _scope_ids(scope),
+                ids,
             ).fetchone()
+            if kept is not None:
+                kept.scopes[ids] = row
+            return row
 
-        def query(conn: sqlite3.Connection, scope_id: int, size: int) -> list[tuple[Any, ...]]:
+        def query(
+            conn: sqlite3.Connection, scope_id: int, size: int, kept: Kept | None
+        ) -> list[Hit]:
             if not text.strip():
-                return conn.execute(
+                where, params = filter_clause(filters)
+                rows = conn.execute(
                     listing_statement(where), (scope_id, now, *params, top_k)
                 ).fetchall()
+                return [
+                    (key, value, json.loads(metadata), None) for key, value, metadata, _ in rows
+                ]
             # each query word with its plural forms, as this scope's terms
             scoped = [[f"{scope_id}x{form}" for form in group] for group in groups]
             terms = [term for group in scoped for term in group]
             if not terms:
                 return []
-            counts = self._term_counts.count(conn, terms, keep=conn is self._reader)
+            counts = count_terms(conn, terms, kept)
             # the forms the scope holds of each word, and how many items hold one of them
             found = {group[0]: [t for t in group if counts[t]] for group in scoped}
             frequency = {word: sum(counts[t] for t in forms) for word, forms in found.items()}
@@ -928,18 +976,30 @@ class SQLiteStore(BaseStore):
                 rows += [row for row in fill if row[0] not in seen][: top_k - len(rows)]
             return rows
 
-        row = await self._read(scope_row)
-        if row is None:
-            return []
-        scope_id, size = row
-        # A filtered listing reads the scope until top_k items pass its filters: all of it when
-        # few pass (165 to 230 ms in a 100k-item scope). In a large scope it runs on the store's
-        # thread, where a caller's timeout can abandon it, instead of holding the event loop.
-        long_scan = bool(where) and not text.strip() and size > INLINE_SCAN_ITEMS
-        rows = await (self._run if long_scan else self._read)(query, scope_id, size)
+        listing_filtered = bool(filters) and not text.strip()
+
+        def find(conn: sqlite3.Connection) -> list[Hit] | None:
+            # what the read-only connection reads is kept for the file's state; the writer's
+            # own commits go unseen by its data_version, so it keeps nothing
+            kept = self._term_counts.current(conn) if conn is self._reader else None
+            row = scope_row(conn, kept)
+            if row is None:
+                return []
+            scope_id, size = row
+            # A filtered listing reads the scope until top_k items pass its filters: all of it
+            # when few pass (165 to 230 ms in a 100k-item scope). In a large scope it runs on
+            # the store's thread, where a caller's timeout can abandon it, instead of holding
+            # the event loop: None sends it there.
+            if listing_filtered and size > INLINE_SCAN_ITEMS and conn is self._reader:
+                return None
+            return query(conn, scope_id, size, kept)
+
+        rows = await self._read(find)
+        if rows is None:
+            rows = await self._run(find)
         # an empty text lists the scope, newest first: every item matches it fully
         return [
-            QueryHit(k, json.loads(v), 1.0 if rank is None else bm25_score(rank), json.loads(m))
+            QueryHit(k, json.loads(v), 1.0 if rank is None else bm25_score(rank), m)
             for k, v, m, rank in rows
         ]
 

@@ -4,7 +4,8 @@
 word's matches in the scope. Counting opens an FTS5 cursor per word, about 10 microseconds, and
 a prompt has some 25 word forms; an agent's prompts share most of them, from phase to phase and
 from one flow run to the next. `TermCounts` keeps the counts for as long as the file is
-unchanged, and shares them between the connections of a process that read the same state.
+unchanged, and shares them between the connections of a process that read the same state,
+with each scope's row, which every query looks up first.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 MAX_CANDIDATES = 200  # items a query may score; see sqlite.choose_terms
 
@@ -63,10 +65,23 @@ def write_token(conn: sqlite3.Connection) -> str | None:
     return None if row is None else row[0]
 
 
-class _CountsByToken:
-    """The process's kept counts, one table per write token, for the most recent tokens.
+@dataclass
+class Kept:
+    """What reads learned of one committed state of a file: each scoped term's match count (as
+    `frequency_statement` bounds it) and each scope's row (id and `next_item`, None when the
+    scope does not exist), both fixed by that state."""
 
-    Tables are replaced, never emptied: a store counting in one thread never sees entries
+    counts: dict[str, int] = field(default_factory=dict)
+    scopes: dict[tuple[str, str, str], tuple[int, int] | None] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.counts) + len(self.scopes)
+
+
+class _KeptByToken:
+    """The process's kept reads, one `Kept` per write token, for the most recent tokens.
+
+    Entries are replaced, never emptied: a store counting in one thread never sees entries
     vanish under it while another thread drops the table.
     """
 
@@ -74,12 +89,12 @@ class _CountsByToken:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tables: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._tables: OrderedDict[str, Kept] = OrderedDict()
 
-    def table(self, token: str) -> dict[str, int]:
+    def table(self, token: str) -> Kept:
         with self._lock:
             table = self._tables.pop(token, None)
-            self._tables[token] = table = {} if table is None else table
+            self._tables[token] = table = Kept() if table is None else table
             while len(self._tables) > self.LIMIT:
                 self._tables.popitem(last=False)
             return table
@@ -89,49 +104,55 @@ class _CountsByToken:
             self._tables.pop(token, None)
 
 
-_SHARED = _CountsByToken()
+_SHARED = _KeptByToken()
+
+
+def count_terms(conn: sqlite3.Connection, terms: list[str], kept: Kept | None) -> dict[str, int]:
+    """`terms` with their counts, counting only those `kept` (None: nothing) lacks, and
+    keeping what was counted there."""
+    known = {} if kept is None else kept.counts
+    missing = [term for term in dict.fromkeys(terms) if term not in known]
+    counted = count_matches(conn, missing) if missing else {}
+    known.update(counted)
+    return {term: counted[term] if term in counted else known[term] for term in terms}
 
 
 class TermCounts:
-    """One store's view of the kept counts: each scoped term's match count (as
-    `frequency_statement` bounds it), kept while the file is unchanged.
+    """One store's view of the kept reads (`Kept`), kept while the file is unchanged.
 
     Every write transaction gives the file a new random `write_token`, so a token names one
-    committed state of its contents, and counts made under it hold for any connection that reads
-    that state: a store opened by the next flow run in the process starts with what earlier
-    ones counted. A connection reads the token again only when its `PRAGMA data_version` moved,
-    which happens when another connection commits, the store's own writer included. A commit
-    that left the token as it was (an animus-flows from before tokens, or SQLite refreshing its
-    statistics) drops the counts kept under it. A file never written by a version that sets
-    tokens keeps counts per connection, while its data_version holds. A connection's own
-    commits do not change its data_version: only the read-only connection's counts are kept.
+    committed state of its contents, and what was read under it holds for any connection that
+    reads that state: a store opened by the next flow run in the process starts with what
+    earlier ones counted. A connection reads the token again only when its `PRAGMA data_version`
+    moved, which happens when another connection commits, the store's own writer included. A
+    commit that left the token as it was (an animus-flows from before tokens, or SQLite
+    refreshing its statistics) drops what was kept under it. A file never written by a version
+    that sets tokens keeps its reads per connection, while its data_version holds. A
+    connection's own commits do not change its data_version: only the read-only connection's
+    reads are kept.
     """
 
-    MAX_TERMS = 100_000
+    MAX_ENTRIES = 100_000
 
     def __init__(self) -> None:
-        self._kept: dict[str, int] = {}
+        self._kept = Kept()
         self._seen: tuple[sqlite3.Connection, int, str | None] | None = None
 
     def count(self, conn: sqlite3.Connection, terms: list[str], *, keep: bool) -> dict[str, int]:
         """`terms` with their counts, counting only those not kept from earlier calls."""
-        kept = self._current(conn) if keep else {}
-        missing = [term for term in dict.fromkeys(terms) if term not in kept]
-        counted = count_matches(conn, missing) if missing else {}
-        kept.update(counted)
-        return {term: counted[term] if term in counted else kept[term] for term in terms}
+        return count_terms(conn, terms, self.current(conn) if keep else None)
 
-    def _current(self, conn: sqlite3.Connection) -> dict[str, int]:
-        """The counts kept for the state `conn` reads now."""
+    def current(self, conn: sqlite3.Connection) -> Kept:
+        """What is kept for the state `conn` reads now (one `PRAGMA data_version`)."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         seen = self._seen
         same_conn = seen is not None and seen[0] is conn
-        if same_conn and seen[1] == version and len(self._kept) <= self.MAX_TERMS:
+        if same_conn and seen[1] == version and len(self._kept) <= self.MAX_ENTRIES:
             return self._kept
         token = write_token(conn)
         if token is not None and same_conn and seen[2] == token:
-            # the file changed without a new token, or the kept counts grew past the bound
+            # the file changed without a new token, or the kept reads grew past the bound
             _SHARED.drop(token)
-        self._kept = {} if token is None else _SHARED.table(token)
+        self._kept = Kept() if token is None else _SHARED.table(token)
         self._seen = (conn, version, token)
         return self._kept

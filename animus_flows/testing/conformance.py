@@ -369,6 +369,18 @@ class StoreConformance:
         with pytest.raises(InvalidRequest):
             await s.query(scope, "walrus", filters={"tags": {"nested": 1}})
 
+    async def test_filters_match_scalars_only(self, s: MemoryStore) -> None:
+        # an object or array in metadata is never equal to a filter's string, even one that
+        # spells it as JSON; found by ranked queries and listings (empty text) alike
+        scope = Scope("conformance")
+        await s.put(scope, "obj", "walrus obj", metadata={"x": {"a": 1}, "tags": [{"a": 1}]})
+        await s.put(scope, "str", "walrus str", metadata={"x": '{"a":1}', "tags": ['{"a":1}']})
+        await self.eventually_consistent(s)
+        for text in ("walrus", ""):
+            for filters in ({"x": '{"a":1}'}, {"tags": '{"a":1}'}):
+                hits = await s.query(scope, text, top_k=10, filters=filters)
+                assert [hit.key for hit in hits] == ["str"], (text, filters)
+
     async def test_strongly_consistent_stores_read_their_writes(self, s: MemoryStore) -> None:
         self.skip_unless(s, "strong_consistency")
         scope = Scope("conformance")

@@ -751,7 +751,7 @@ def test_term_counts_are_kept_until_another_connection_commits(zebra_file):
     assert counted(statements) == 2
     assert counts.count(conn, [zebra], keep=False) == {zebra: 2}
     assert counted(statements) == 3  # keep=False always counts: own commits go unseen
-    counts.MAX_TERMS = 0  # past the bound, kept counts are dropped
+    counts.MAX_ENTRIES = 0  # past the bound, kept reads are dropped
     counts.count(conn, [zebra], keep=True)
     assert counted(statements) == 4
     conn.close()
@@ -815,6 +815,33 @@ def test_queries_see_words_written_after_they_were_counted(tmp_path):
         assert [hit.key for hit in first.query(Scope("p"), "zebra")] == ["z1"]
         second.put(Scope("p"), "z2", "zebra zebra")  # through another store on the file
         assert {hit.key for hit in first.query(Scope("p"), "zebra")} == {"z1", "z2"}
+
+
+def test_queries_find_a_scope_created_after_they_looked_it_up(tmp_path):
+    path = tmp_path / "m.db"
+    agent, task = Scope("p", agent_id="new"), Scope("p", task_id="t")
+    with SyncStore(SQLiteStore(path)) as first, SyncStore(SQLiteStore(path)) as second:
+        first.put(Scope("p"), "a", "apple")
+        assert first.query(agent, "zebra") == first.query(task, "zebra") == []  # no such scopes
+        first.put(agent, "z1", "zebra")  # through the store's own writer
+        assert [hit.key for hit in first.query(agent, "zebra")] == ["z1"]
+        second.put(task, "z2", "zebra")  # through another store on the file
+        assert [hit.key for hit in first.query(task, "zebra")] == ["z2"]
+
+
+def test_a_scope_is_looked_up_once_while_the_file_is_unchanged(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "a", "apple zebra")
+        store.query(Scope("p"), "apple")  # opens the reader
+        statements: list[str] = []
+        store.store._reader.set_trace_callback(statements.append)
+        for word in ("apple", "zebra", "apple zebra"):
+            assert [hit.key for hit in store.query(Scope("p"), word)] == ["a"]
+        assert sum("FROM scopes" in sql for sql in statements) == 0  # kept since the first
+        store.put(Scope("p"), "b", "zebra")
+        assert {hit.key for hit in store.query(Scope("p"), "zebra")} == {"a", "b"}
+        assert sum("FROM scopes" in sql for sql in statements) == 1
 
 
 def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
