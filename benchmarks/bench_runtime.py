@@ -16,8 +16,8 @@
    and one Prefect server: in every phase slot of a flow run each kind runs once, in an order
    that rotates from slot to slot. The bare task is configured like the phase tasks (no cache
    key, no result persistence); a task with Prefect's defaults (plain `@task`) is timed beside
-   it for reference; the ratio stays against the former. Then the outbox's drain at the end of each
-   run, and what two synchronous artifact calls per phase would have added. The phase is also
+   it for reference; the ratio stays against the former. Then the outbox's drain at the end of
+   each run, and what two synchronous artifact calls per phase would have added. The phase is also
    shown less its pre-phase hook (benchmark 1's subject, timed by benchmarks/timed_hook.py),
    and the whole comparison runs again over stores of `--small-items` items. The phases'
    runner is the built-in `echo`, which returns at once: the outbox sends while a runner

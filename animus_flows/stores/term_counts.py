@@ -74,7 +74,8 @@ class Kept:
     counts: dict[str, int] = field(default_factory=dict)
     scopes: dict[tuple[str, str, str], tuple[int, int] | None] = field(default_factory=dict)
 
-    def __len__(self) -> int:
+    @property
+    def entries(self) -> int:
         return len(self.counts) + len(self.scopes)
 
 
@@ -138,16 +139,12 @@ class TermCounts:
         self._kept = Kept()
         self._seen: tuple[sqlite3.Connection, int, str | None] | None = None
 
-    def count(self, conn: sqlite3.Connection, terms: list[str], *, keep: bool) -> dict[str, int]:
-        """`terms` with their counts, counting only those not kept from earlier calls."""
-        return count_terms(conn, terms, self.current(conn) if keep else None)
-
     def current(self, conn: sqlite3.Connection) -> Kept:
         """What is kept for the state `conn` reads now (one `PRAGMA data_version`)."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         seen = self._seen
         same_conn = seen is not None and seen[0] is conn
-        if same_conn and seen[1] == version and len(self._kept) <= self.MAX_ENTRIES:
+        if same_conn and seen[1] == version and self._kept.entries <= self.MAX_ENTRIES:
             return self._kept
         token = write_token(conn)
         if token is not None and same_conn and seen[2] == token:

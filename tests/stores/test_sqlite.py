@@ -35,6 +35,7 @@ from animus_flows.stores.term_counts import (
     MAX_CANDIDATES,
     TermCounts,
     count_matches,
+    count_terms,
     frequency_statement,
     match_expression,
     write_token,
@@ -743,16 +744,16 @@ def test_term_counts_are_kept_until_another_connection_commits(zebra_file):
     conn.set_trace_callback(statements.append)
     zebra, yak = f"{scope_id}xzebra", f"{scope_id}xyak"
     counts = TermCounts()
-    assert counts.count(conn, [zebra, yak], keep=True) == {zebra: 1, yak: 0}
-    assert counts.count(conn, [yak, zebra], keep=True) == {yak: 0, zebra: 1}
+    assert count_terms(conn, [zebra, yak], counts.current(conn)) == {zebra: 1, yak: 0}
+    assert count_terms(conn, [yak, zebra], counts.current(conn)) == {yak: 0, zebra: 1}
     assert counted(statements) == 1  # the second call counted nothing
     writer.put(Scope("p"), "b", "zebra yak")
-    assert counts.count(conn, [zebra, yak], keep=True) == {zebra: 2, yak: 1}
+    assert count_terms(conn, [zebra, yak], counts.current(conn)) == {zebra: 2, yak: 1}
     assert counted(statements) == 2
-    assert counts.count(conn, [zebra], keep=False) == {zebra: 2}
+    assert count_terms(conn, [zebra], None) == {zebra: 2}
     assert counted(statements) == 3  # keep=False always counts: own commits go unseen
     counts.MAX_ENTRIES = 0  # past the bound, kept reads are dropped
-    counts.count(conn, [zebra], keep=True)
+    count_terms(conn, [zebra], counts.current(conn))
     assert counted(statements) == 4
     conn.close()
 
@@ -764,13 +765,13 @@ def test_term_counts_are_shared_by_connections_reading_the_same_state(zebra_file
     statements: list[str] = []
     second.set_trace_callback(statements.append)
     zebra = f"{scope_id}xzebra"
-    assert TermCounts().count(first, [zebra], keep=True) == {zebra: 1}
-    assert TermCounts().count(second, [zebra], keep=True) == {zebra: 1}
+    assert count_terms(first, [zebra], TermCounts().current(first)) == {zebra: 1}
+    assert count_terms(second, [zebra], TermCounts().current(second)) == {zebra: 1}
     assert counted(statements) == 0  # counted through the first connection, same token
     token = write_token(second)
     writer.put(Scope("p"), "b", "zebra")  # a write renews the token
     assert write_token(second) not in {token, None}
-    assert TermCounts().count(second, [zebra], keep=True) == {zebra: 2}
+    assert count_terms(second, [zebra], TermCounts().current(second)) == {zebra: 2}
     assert counted(statements) == 1
     for conn in (first, second):
         conn.close()
@@ -782,15 +783,15 @@ def test_term_counts_are_dropped_when_the_file_changes_without_a_new_token(zebra
     reader = sqlite3.connect(path, isolation_level=None)
     zebra = f"{scope_id}xzebra"
     counts = TermCounts()
-    assert counts.count(reader, [zebra], keep=True) == {zebra: 1}
+    assert count_terms(reader, [zebra], counts.current(reader)) == {zebra: 1}
     with closing(sqlite3.connect(path)) as old, old:
         old.execute(
             "INSERT INTO items_fts (rowid, body) VALUES (?, ?)", (id_range(scope_id)[1], zebra)
         )
-    assert counts.count(reader, [zebra], keep=True) == {zebra: 2}
+    assert count_terms(reader, [zebra], counts.current(reader)) == {zebra: 2}
     # a new connection gets no counts from before that change either
     with closing(sqlite3.connect(path)) as fresh:
-        assert TermCounts().count(fresh, [zebra], keep=True) == {zebra: 2}
+        assert count_terms(fresh, [zebra], TermCounts().current(fresh)) == {zebra: 2}
     reader.close()
 
 
