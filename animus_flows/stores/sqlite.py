@@ -914,14 +914,14 @@ class SQLiteStore(BaseStore):
         def newest(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[Hit]:
             # Items that match only words too common to rank score 0, unranked: BM25 would
             # count each word's items over its whole posting list, milliseconds for a common
-            # word of a large scope. The newest MAX_CANDIDATES matches (or `limit`, if more)
-            # at most are examined, however many of them the filters reject.
+            # word of a large scope. Matches are read newest first as the filters take them,
+            # MAX_CANDIDATES (or `limit`, if more) at most, however many the filters reject.
             return passing(
                 conn.execute(
-                    "SELECT i.key, i.value, i.metadata, 0.0 FROM items i WHERE i.id IN"
-                    " (SELECT rowid FROM items_fts WHERE items_fts MATCH ?"
-                    f" ORDER BY rowid DESC LIMIT ?) AND {_LIVE} ORDER BY i.id DESC",
-                    (match_expression(terms), max(MAX_CANDIDATES, limit), now),
+                    "SELECT i.key, i.value, i.metadata, 0.0 FROM items_fts f"
+                    f" JOIN items i ON i.id = f.rowid WHERE items_fts MATCH ? AND {_LIVE}"
+                    " ORDER BY f.rowid DESC LIMIT ?",
+                    (match_expression(terms), now, max(MAX_CANDIDATES, limit)),
                 ),
                 filters,
                 limit,

@@ -67,8 +67,21 @@ def fold_plural(word: str) -> str:
 
 
 def plural_forms(stem: str) -> list[str]:
-    """The words `fold_plural` maps onto `stem` (a folded word): itself and its plurals."""
-    return [stem] + [form for form in (stem + "s", stem[:-1] + "ies") if fold_plural(form) == stem]
+    """The words `fold_plural` maps onto `stem` (a folded word): itself and its plurals.
+
+    Those of `stem + "s"` and `stem[:-1] + "ies"` that fold back onto it, decided from the
+    stem's ending without folding them (a query asks this of every word; property-tested
+    against folding).
+    """
+    if len(stem) < 3:
+        return [stem]  # "ax" + "s" is too short to fold
+    forms = [stem]
+    # "tie" -> "ties" folds back, "movie" -> "movies" folds onto "movy"; "bus" + "s" ends in "ss"
+    if stem[-1] not in "sui" and not (len(stem) > 3 and stem.endswith("ie")):
+        forms.append(stem + "s")
+    if stem[-1] == "y":
+        forms.append(stem[:-1] + "ies")
+    return forms
 
 
 def query_groups(text: str, limit: int = 32) -> list[list[str]]:

@@ -61,6 +61,13 @@ def test_every_plural_form_folds_back_onto_its_stem(word):
     assert all(fold_plural(form) == stem for form in plural_forms(stem))
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="aeisuy", max_size=7) | st.text(max_size=7))
+def test_plural_forms_are_the_candidates_that_fold_back(stem):
+    candidates = [stem + "s", stem[:-1] + "ies"]
+    assert plural_forms(stem) == [stem] + [form for form in candidates if fold_plural(form) == stem]
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="abcXYZ019 _-./,'\"!?\t\néÉ東ßﬁ", max_size=90), st.integers(0, 140))
 def test_the_ascii_fast_path_splits_exactly_like_the_unicode_rule(text, long_run):
