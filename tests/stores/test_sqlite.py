@@ -873,6 +873,22 @@ def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
     assert [hit.score for hit in hits] == [0.0, 0.0, 0.0]
 
 
+def test_a_fill_reads_past_expired_items(tmp_path):
+    async def run():
+        sqlite = SQLiteStore(tmp_path / "m.db")
+        await sqlite.put_many([(Scope("p"), f"live{n}", f"walrus {n}", None) for n in range(50)])
+        # newer than every live match, and more than the fill examines: all expired by the query
+        await sqlite.put_many(
+            [(Scope("p"), f"gone{n}", f"walrus {n}", None, 1) for n in range(MAX_CANDIDATES + 10)]
+        )
+        await asyncio.sleep(1.1)
+        hits = await sqlite.query(Scope("p"), "walrus", top_k=3)
+        await sqlite.aclose()
+        return hits
+
+    assert [hit.key for hit in asyncio.run(run())] == ["live49", "live48", "live47"]
+
+
 def test_a_fill_applies_the_filters(tmp_path):
     async def run():
         sqlite = SQLiteStore(tmp_path / "m.db")
