@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from animus_flows.degrade import run_degraded
 from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
-from animus_flows.protocol import Scope, matches_filters
+from animus_flows.protocol import Scope, canonical_json, matches_filters
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.base import EXPIRES_KEY
 from animus_flows.stores.sqlite import (
@@ -29,6 +29,7 @@ from animus_flows.stores.sqlite import (
     listing_statement,
     prefix_end,
     scoped_body,
+    stored_json,
 )
 from animus_flows.stores.term_counts import (
     COUNT_BATCH,
@@ -871,6 +872,32 @@ def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
     last = MAX_CANDIDATES + 49
     assert [hit.key for hit in hits] == [f"w{last}", f"w{last - 1}", f"w{last - 2}"]
     assert [hit.score for hit in hits] == [0.0, 0.0, 0.0]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _decoded(decode, text):
+    try:
+        return decode(text)
+    except json.JSONDecodeError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_stored_json_decodes_what_the_store_writes(value):
+    assert stored_json(canonical_json(value)) == value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=' {}[]",:0123456789.e-tfnaulsr\\', max_size=12))
+def test_stored_json_answers_any_text_as_json_loads_does(text):
+    assert _decoded(stored_json, text) == _decoded(json.loads, text)
 
 
 def test_a_fill_reads_past_expired_items(tmp_path):
