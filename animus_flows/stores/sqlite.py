@@ -139,7 +139,7 @@ _LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
 _scan_json = json.JSONDecoder().scan_once
 
 
-def stored_json(text: str) -> Any:
+def stored_json(text: str | bytes) -> Any:
     """Decode JSON this store wrote (compact, nothing around it), as `json.loads` would.
 
     A query decodes some twenty of them; `json.loads` wraps the scanner in three calls and two
@@ -148,7 +148,7 @@ def stored_json(text: str) -> Any:
     """
     try:
         value, end = _scan_json(text, 0)
-    except StopIteration:
+    except (StopIteration, TypeError):  # TypeError: bytes, which json.loads also takes
         end = -1
     return value if end == len(text) else json.loads(text)
 

@@ -896,6 +896,7 @@ def _decoded(decode, text):
 @given(JSON_VALUES)
 def test_stored_json_decodes_what_the_store_writes(value):
     assert stored_json(canonical_json(value)) == value
+    assert stored_json(canonical_json(value).encode()) == value  # a BLOB, as json.loads takes
 
 
 @settings(max_examples=300, deadline=None)
