@@ -84,6 +84,8 @@ class Outbox:
         self._queue: deque[tuple[str, Callable[[], Any], contextvars.Context]] = deque()
         self._open = False
         self._sender: asyncio.Task[None] | None = None
+        self._waiter: asyncio.Task[Any] | None = None  # the task inside `sending()`
+        self._interrupt: BaseException | None = None  # see `_send`
         self.failures: list[str] = []
 
     def put(self, label: str, send: Callable[[], Any]) -> None:
@@ -94,13 +96,26 @@ class Outbox:
 
     @contextlib.asynccontextmanager
     async def sending(self) -> AsyncIterator[None]:
-        """Send queued hand-offs while the block runs; the one in flight at exit finishes."""
+        """Send queued hand-offs while the block runs; the one in flight at exit finishes.
+
+        A signal that lands in a send as an exception (Prefect turns SIGTERM into its
+        `TerminationSignal`) cancels the block and is raised from it, as if it had landed there.
+        """
+        self._raise_interrupt()  # one that landed in a send after the last block ended
         self._open = True
+        self._waiter = asyncio.current_task()
         self._start()
         try:
             yield
+        except asyncio.CancelledError:
+            if self._interrupt is None:
+                raise
+            if self._waiter is not None:
+                self._waiter.uncancel()  # the cancel was ours, not a caller's
         finally:
             self._open = False
+            self._waiter = None
+        self._raise_interrupt()
 
     async def drain(self) -> None:
         """Send everything queued, including what sends queue, and wait for it."""
@@ -110,8 +125,14 @@ class Outbox:
                 self._start()
                 if self._sender is not None:
                     await self._sender
+                self._raise_interrupt()
         finally:
             self._open = False
+
+    def _raise_interrupt(self) -> None:
+        interrupt, self._interrupt = self._interrupt, None
+        if interrupt is not None:
+            raise interrupt
 
     def _start(self) -> None:
         try:
@@ -134,6 +155,16 @@ class Outbox:
             except Exception as exc:  # the audit must never fail the run it describes
                 self.failures.append(f"{label}: {exc}")
                 logger.warning("could not send %s to Prefect: %s", label, exc)
+            except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+                raise  # asyncio already carries these where they belong
+            except BaseException as exc:
+                # A signal raised as an exception here (a TerminationSignal) would only end
+                # this task, which nobody awaits while a runner works, and the run would go on:
+                # hand it to the task waiting on the outbox instead, and stop sending.
+                self._interrupt = exc
+                if self._waiter is not None and not self._waiter.done():
+                    self._waiter.cancel()
+                return
 
 
 class Queued:

@@ -9,6 +9,7 @@ import time
 import pytest
 from helpers import write_workflow
 from prefect import flow
+from prefect.exceptions import TerminationSignal
 
 from animus_flows.config.loader import load_workflow
 from animus_flows.protocol import Scope
@@ -73,6 +74,37 @@ async def test_sending_sends_while_open_and_stops_after_the_one_in_flight():
     assert sent == ["one", "two"]  # the write in flight finished; "three" waits
     await outbox.drain()
     assert sent == ["one", "two", "three"]
+
+
+async def test_a_signal_landing_in_a_send_stops_the_runner_it_ran_beside():
+    # Prefect raises SIGTERM as a TerminationSignal wherever the main thread is: in a send it
+    # would only end the sender, and the run would go on as if nothing happened
+    outbox, sent = Outbox(), []
+
+    async def interrupted():
+        raise TerminationSignal(signal=15)
+
+    outbox.put("memory-ops-a", interrupted)
+    outbox.put("memory-context-a", lambda: sent.append("memory-context-a"))
+    started = time.perf_counter()
+    with pytest.raises(TerminationSignal):
+        async with outbox.sending():
+            await asyncio.sleep(30)  # a runner waiting on its model
+    assert time.perf_counter() - started < 5
+    assert sent == []  # no more sends: the run is stopping
+    await outbox.drain()  # raised once; what is left is still sent at the end
+    assert sent == ["memory-context-a"]
+
+
+async def test_a_signal_landing_in_a_send_after_the_runner_is_raised_by_the_drain():
+    outbox = Outbox()
+
+    def interrupted():
+        raise TerminationSignal(signal=15)
+
+    outbox.put("LoggerSink", interrupted)
+    with pytest.raises(TerminationSignal):
+        await outbox.drain()
 
 
 async def test_each_hand_off_runs_in_the_context_that_queued_it():
