@@ -264,7 +264,7 @@ def scoped_body(scope_id: int, spaced: str) -> str:
 def indexed_body(item_id: int, value_json: str) -> str:
     """What the index holds for a stored item: its scope's words of the value, as `_write`
     indexed them."""
-    return scoped_body(item_id >> SCOPE_BITS, spaced_words(indexed_text(json.loads(value_json))))
+    return scoped_body(item_id >> SCOPE_BITS, spaced_words(indexed_text(stored_json(value_json))))
 
 
 # Keys per statement of `get_many`: a batch of layer records reads and decodes in about 4 ms,
