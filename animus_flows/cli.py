@@ -270,8 +270,9 @@ def memory_put(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a JSON value under a key; secrets in it are redacted first."""
-    from animus_flows.redaction import redact_item
+    from animus_flows.redaction import redact_item, refuse_secret_in_key
 
+    refuse_secret_in_key(key)
     parsed = _parse_json("--value", value)
     meta = _parse_json("--metadata", metadata, want_object=True) if metadata else None
     before = (meta or {}).get("_redaction_count", 0)

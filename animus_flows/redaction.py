@@ -140,6 +140,21 @@ def redact(text: str) -> Redaction:
     return Redaction(text, len(found), tuple(sorted(set(found))))
 
 
+def refuse_secret_in_key(key: str) -> None:
+    """Refuse an item key that holds a secret, with an `InvalidRequest` quoting it redacted.
+
+    A value's secrets are redacted; a key's cannot be: keys are identities, stored, listed,
+    audited and shown as written, and a redacted key would name another item. So a write whose
+    key holds one is refused before anything is stored.
+    """
+    found = redact(key)
+    if found.count:
+        raise InvalidRequest(
+            f"key {found.text!r} holds a secret ({', '.join(found.types)}); name the memory in "
+            "its key and keep the secret, if at all, in its value, where it is redacted"
+        )
+
+
 def redact_head(text: str, limit: int) -> str:
     """The first `limit` characters of `text`, secrets redacted: how a message quotes a value.
 

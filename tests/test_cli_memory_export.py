@@ -250,6 +250,24 @@ def test_put_redacts_secrets_in_the_value_and_metadata(project):
     assert clean.stdout == "stored 'k2' in project=demo\n"
 
 
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [
+        ("creds/AKIAIOSFODNN7EXAMPLE", "creds/[REDACTED:aws_access_key]"),
+        ("password=hunter2", "password=[REDACTED:password]"),
+    ],
+)
+def test_put_refuses_a_key_that_holds_a_secret_and_stores_nothing(project, key, shown):
+    put = ("memory", "put", *LOCAL, "--scope", "project")
+    refused = invoke(*put, "--key", key, "--value", '"desk credentials"')
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.startswith(f"error: key '{shown}' holds a secret (")
+    assert refused.stderr.count("\n") == 1 and "AKIAIOSFODNN7EXAMPLE" not in refused.output
+    assert "hunter2" not in refused.output
+    found = invoke("memory", "query", *LOCAL, "--scope", "project", "--query", "credentials")
+    assert found.stdout == "no hits in project=demo\n"
+
+
 def _animus(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("animus")
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

@@ -21,6 +21,7 @@ from animus_flows.redaction import (
     redact_item,
     redact_json,
     redaction_metadata,
+    refuse_secret_in_key,
     shown_url,
 )
 
@@ -305,3 +306,28 @@ def test_shown_url_hides_only_the_userinfo(url, shown):
 )
 def test_looks_like_secret_tells_keys_from_variable_names(text, secret):
     assert looks_like_secret(text) is secret
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "fx/eur-usd-range",
+        "password-policy",
+        "api_key_rotation",
+        "auth:token",
+        "ghp_notes",
+        "0b7c9f2e-1d2a-4b7e-9c1a-2f3e4d5c6b7a",
+        "d49758a1c3e5f7a9b1c3d5e7f9a1b3c5d7e9f1a3",
+        "café/東京",
+    ],
+)
+def test_keys_that_name_secrets_without_holding_one_are_accepted(key):
+    refuse_secret_in_key(key)  # no error
+
+
+def test_a_key_holding_a_secret_is_refused_quoted_redacted():
+    with pytest.raises(InvalidRequest) as refused:
+        refuse_secret_in_key("deploy/api_key=abcd1234secret")
+    message = str(refused.value)
+    assert message.startswith("key 'deploy/api_key=[REDACTED:api_key]' holds a secret (api_key)")
+    assert "abcd1234secret" not in message

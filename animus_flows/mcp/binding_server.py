@@ -28,13 +28,20 @@ from pydantic import BaseModel, Field, ValidationError
 from animus_flows.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
 from animus_flows.config.models import MemoryBinding, WorkflowFile
 from animus_flows.disclosure import is_egress_safe
-from animus_flows.errors import AnimusError, ConfigError, StoreError, StoreTimeout, WriteDenied
+from animus_flows.errors import (
+    AnimusError,
+    ConfigError,
+    InvalidRequest,
+    StoreError,
+    StoreTimeout,
+    WriteDenied,
+)
 from animus_flows.hooks.memory_bindings import admissible, store_filters
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.mcp_config import AUDIT_ENV, binding_server_name
 from animus_flows.plugins import PluginRegistry, blocks_wanted
 from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json
-from animus_flows.redaction import redact, redact_item
+from animus_flows.redaction import redact, redact_item, refuse_secret_in_key
 from animus_flows.runtime_paths import runtime_root
 
 TOOL_QUERY = "animus.binding.query"
@@ -246,6 +253,11 @@ class BindingService:
             raise WriteDenied(
                 f"binding {self.binding.binding!r} is read-only (write: false); nothing was stored"
             )
+        try:
+            refuse_secret_in_key(key)
+        except InvalidRequest as exc:
+            op.done(0, None, [str(exc)], status="error")
+            raise
         existing = await op.run(self.store.get(self.scope, key))
         if existing is not None and not is_egress_safe(existing.metadata):
             # Overwriting would destroy an item the agent may not even read, or republish it
@@ -444,7 +456,8 @@ def build_binding_server(service: BindingService, tool_names: str = "dotted") ->
             description=(
                 f"Store a memory in the {about} under `key`, replacing what the key held. "
                 "Secrets (API keys, passwords, tokens) are replaced by [REDACTED:...] markers "
-                "before anything is stored; `redacted` counts them."
+                "before anything is stored; `redacted` counts them. A key holding a secret is "
+                "refused: keys are stored as written."
             ),
             annotations=ToolAnnotations(
                 read_only_hint=False, destructive_hint=True, idempotent_hint=True

@@ -208,6 +208,23 @@ async def test_a_writable_binding_stores_redacted_and_finds_it_again(workflow, t
     assert "abcd1234secret" not in (tmp_path / ".animus" / "audit.jsonl").read_text()
 
 
+async def test_a_key_that_holds_a_secret_is_refused_audited_and_not_stored(workflow, tmp_path):
+    args = ["--scope", "agent", "--agent-id", "analyst"]
+    async with binding_server(workflow, *args) as session:
+        refused = await session.call_tool(
+            TOOL_PUT, {"key": "fx/AKIAIOSFODNN7EXAMPLE", "value": "EUR/USD desk login"}
+        )
+        got = await session.call_tool(TOOL_GET, {"key": "fx/AKIAIOSFODNN7EXAMPLE"})
+    assert refused.is_error
+    assert (
+        "key 'fx/[REDACTED:aws_access_key]' holds a secret (aws_access_key); name the memory"
+    ) in text_of(refused)
+    assert got.structured_content["found"] is False
+    (put,) = [e for e in audit_lines(tmp_path / ".animus" / "audit.jsonl") if e["op"] == "put"]
+    assert (put["status"], put["result_count"]) == ("error", 0)
+    assert "AKIAIOSFODNN7EXAMPLE" not in (tmp_path / ".animus" / "audit.jsonl").read_text()
+
+
 async def test_the_yaml_audit_path_receives_the_lines(tmp_path):
     text = WORKFLOW.replace("agents:\n", "audit: {path: logs/ops.jsonl}\nagents:\n", 1)
     wf = write_workflow(tmp_path, text)
