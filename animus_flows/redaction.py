@@ -8,7 +8,9 @@ records `_redaction_count` and `_redaction_types`.
 Errors are redacted too: every `AnimusError` message passes through `redact` as it is made, so
 values, plugin output and runner stderr quoted in an error never carry a secret further.
 `redact_head` quotes the start of a long text, `shown_url` hides a displayed URL's credentials,
-and `looks_like_secret` tells a pasted key from a name in fields that want a name.
+and `looks_like_secret` tells a pasted key from a name in fields that want a name. Keys cannot
+be redacted (a redacted key names another item): `refuse_secret_in_key` refuses a write whose
+key holds a secret.
 
 Patterns favour precision: ordinary hex ids, UUIDs, git SHAs and prose survive. Redaction is a
 safety net, not a vault: a secret in a shape not listed here is stored as written.
