@@ -19,7 +19,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from animus_flows.disclosure import TIERS, tier_rank, warm_allowed
 from animus_flows.errors import ConfigError, InvalidRequest
 
 EncodingName = Literal["cl100k_base", "o200k_base"]
@@ -337,16 +336,34 @@ class TokenBudget:
 
 # -- packing ---------------------------------------------------------------------------------
 
+#: Temperature tiers in the order of progressive disclosure (seed 002); an item without one
+#: reads as WARM, except that packing lets untiered items past WARM's gate.
+TIERS = ("hot", "warm", "cold")
+DEFAULT_TIER = "warm"
+#: WARM items are disclosed only while less than this share of a budget is used (seed 002).
+WARM_THRESHOLD = 0.7
+
+
+def tier_rank(tier: str | None) -> int:
+    """0 for HOT, 1 for WARM and untiered items, 2 for COLD: the order of disclosure."""
+    return TIERS.index(tier) if tier in TIERS else TIERS.index(DEFAULT_TIER)
+
+
+def warm_allowed(used_tokens: int, budget_tokens: int | None) -> bool:
+    """Seed 002's gate: WARM only while less than 70% of the budget is spent."""
+    return budget_tokens is None or used_tokens < WARM_THRESHOLD * budget_tokens
+
 
 @dataclass(frozen=True)
 class Candidate:
-    """A hit that might be injected: where it came from, its text, score and tier."""
+    """A hit that might be injected: where it came from, its text, score and tier (None for an
+    untiered item: after HOT it competes with WARM by score, without WARM's 70% gate)."""
 
     binding: str
     key: str
     text: str
     score: float
-    tier: str = "warm"
+    tier: str | None = "warm"
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -413,10 +430,8 @@ def min_tokens(block: str) -> int:
 
 
 def disclosure_order(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """HOT before WARM before COLD; within a tier, best score first."""
-    return sorted(
-        candidates, key=lambda c: (tier_rank(c.tier if c.tier in TIERS else "warm"), -c.score)
-    )
+    """HOT before WARM (and untiered items) before COLD; within a tier, best score first."""
+    return sorted(candidates, key=lambda c: (tier_rank(c.tier), -c.score))
 
 
 def _over(
@@ -444,11 +459,13 @@ def pack(
     *,
     phase_remaining: int | None = None,
     flow_remaining: int | None = None,
+    limit: int | None = None,
 ) -> PackResult:
     """Choose the candidates to inject, within every cap, by progressive disclosure.
 
     HOT first, then WARM (each binding's WARM only while it has spent less than 70% of its
-    budget), then COLD where the binding lists it; best score first within a tier. A candidate
+    budget) and untiered items (no gate: they may fill the whole budget), then COLD where the
+    binding lists it; best score first within a tier, at most `limit` in all. A candidate
     that does not fit its binding's budget, the phase's or the flow's is skipped and a smaller
     one may still fit. Pure: no I/O, and the same inputs give the same result.
 
@@ -461,9 +478,12 @@ def pack(
     spent: dict[str, int] = {}
     total = 0
     for candidate in disclosure_order(candidates):
+        if limit is not None and len(selected) >= limit:
+            dropped.append(Dropped(candidate, "past the limit"))
+            continue
         caps = bindings.get(candidate.binding, BindingCaps(None))
         used = spent.get(candidate.binding, 0)
-        if candidate.tier not in caps.tiers:
+        if (candidate.tier or "warm") not in caps.tiers:
             dropped.append(Dropped(candidate, f"tier {candidate.tier} not in the binding's tiers"))
             continue
         if candidate.tier == "warm" and not warm_allowed(used, caps.budget_tokens):

@@ -5,7 +5,7 @@ A runner is `def runner(contract: RuntimeContract) -> str | JSON` (or `async def
 
 from __future__ import annotations
 
-from animus_flows.contract import RuntimeContract
+from animus_flows.hooks.contract import RuntimeContract
 
 
 def render_envelope(contract: RuntimeContract) -> str:

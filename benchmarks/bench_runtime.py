@@ -141,13 +141,13 @@ async def hook_latency(
 ) -> tuple[list[float], list[float]]:
     """Wall-clock and CPU milliseconds of each round after the warm-up. Round n is preceded,
     untimed, by `pauses[n % len(pauses)]` (None: nothing)."""
-    from animus_flows.audit import AuditTrail
     from animus_flows.budget import TokenBudget, TokenCounter
     from animus_flows.config.loader import load_workflow
-    from animus_flows.contract import RuntimeContract
     from animus_flows.hooks import memory_bindings
-    from animus_flows.phase import PhaseContext
-    from animus_flows.plugins import PluginRegistry
+    from animus_flows.hooks.context import PhaseContext
+    from animus_flows.hooks.contract import RuntimeContract
+    from animus_flows.retrieval.audit import AuditTrail
+    from animus_flows.stores.registry import PluginRegistry
 
     workflow = load_workflow(workflow_path)
     plugins = PluginRegistry(workflow, use_blocks=False)

@@ -8,7 +8,7 @@ records it (each query's `latency_ms`), so a phase can also be shown less its st
 import time
 
 from animus_flows.hooks import memory_bindings as untimed
-from animus_flows.phase import PhaseContext
+from animus_flows.hooks.context import PhaseContext
 
 DURATIONS_MS: list[float] = []  # one per call, in order
 STORE_MS: list[float] = []  # per call: the audited latency of its store calls, summed

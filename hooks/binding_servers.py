@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from animus_flows.config.models import MemoryBinding
 from animus_flows.errors import AnimusError
-from animus_flows.mcp_config import add_server, binding_server, binding_server_name, workflow_path
-from animus_flows.phase import PhaseContext
+from animus_flows.hooks.context import PhaseContext
+from animus_flows.hooks.mcp_servers import (
+    add_server,
+    binding_server,
+    binding_server_name,
+    workflow_path,
+)
 from animus_flows.protocol import Scope
 
 

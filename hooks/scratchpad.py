@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from animus_flows.contract import ScratchpadView
-from animus_flows.mcp_config import SCRATCHPAD_SERVER, scratchpad_server, workflow_path
-from animus_flows.phase import PhaseContext
-from animus_flows.runtime_paths import runtime_root
-from animus_flows.scratchpad import Scratchpad
+from animus_flows.config.paths import runtime_root
+from animus_flows.hooks.context import PhaseContext
+from animus_flows.hooks.contract import ScratchpadView
+from animus_flows.hooks.mcp_servers import SCRATCHPAD_SERVER, scratchpad_server, workflow_path
+from animus_flows.memory.scratchpad import Scratchpad
 
 SERVER_NAME = SCRATCHPAD_SERVER
 logger = logging.getLogger("animus_flows.hooks")

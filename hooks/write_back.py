@@ -11,7 +11,7 @@ import asyncio
 import time
 
 from animus_flows.errors import AnimusError, WriteDenied
-from animus_flows.phase import PhaseContext
+from animus_flows.hooks.context import PhaseContext
 from animus_flows.protocol import canonical_json
 from animus_flows.redaction import redact_item
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from animus_flows.audit import AuditTrail
 from animus_flows.budget import TokenBudget, TokenCounter
 from animus_flows.config.loader import load_workflow
 from animus_flows.config.models import WorkflowFile
-from animus_flows.contract import RuntimeContract
-from animus_flows.phase import PhaseContext
-from animus_flows.plugins import PluginRegistry
+from animus_flows.hooks.context import PhaseContext
+from animus_flows.hooks.contract import RuntimeContract
+from animus_flows.retrieval.audit import AuditTrail
+from animus_flows.stores.registry import PluginRegistry
 
 COUNTER = TokenCounter("cl100k_base")
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from animus_flows.audit import JsonlSink, unwritable_reason
 from animus_flows.errors import ConfigError
+from animus_flows.retrieval.audit import JsonlSink, unwritable_reason
 
 
 def test_a_writable_path_is_created_with_its_folders(tmp_path):

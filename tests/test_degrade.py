@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from animus_flows.degrade import run_degraded
 from animus_flows.errors import StoreTimeout, StoreUnavailable
+from animus_flows.retrieval.degrade import run_degraded
 
 
 async def test_a_call_that_answers_is_ok_with_its_value():

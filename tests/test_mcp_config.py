@@ -4,7 +4,7 @@ import sys
 
 from helpers import write_workflow
 
-from animus_flows.mcp_config import (
+from animus_flows.hooks.mcp_servers import (
     add_server,
     binding_server,
     binding_server_name,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from animus_flows.scratchpad import Scratchpad, ScratchpadFull
+from animus_flows.memory.scratchpad import Scratchpad, ScratchpadFull
 
 
 def test_a_write_past_the_limit_is_refused_with_both_counts_and_changes_nothing(tmp_path):
@@ -67,7 +67,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from animus_flows.scratchpad import Scratchpad
+    from animus_flows.memory.scratchpad import Scratchpad
 
     root, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     pad = Scratchpad(root, "desk", "shared", max_chars=1_000_000)
@@ -109,7 +109,7 @@ REWRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from animus_flows.scratchpad import Scratchpad
+    from animus_flows.memory.scratchpad import Scratchpad
 
     pad = Scratchpad(Path(sys.argv[1]), "desk", "crash", max_chars=2_000_000)
     print("ready", flush=True)

@@ -17,7 +17,7 @@ from animus_flows import workflow_flow
 from animus_flows.config.loader import load_workflow
 from animus_flows.errors import StoreUnavailable
 from animus_flows.jsonrpc import codec
-from animus_flows.runtime.runners import STDERR_TAIL_CHARS, stderr_tail
+from animus_flows.runtime.invoke import STDERR_TAIL_CHARS, stderr_tail
 from animus_flows.stores.zep_http import status_error
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -238,8 +238,8 @@ def serve_plugin(workflow_file: Path, plugin: str | None) -> None:
     Configuration errors (no file, unknown plugin) are raised before the protocol stream is
     touched, so the caller can report them normally.
     """
-    from animus_flows.cli_support import load_cli_workflow
-    from animus_flows.plugins import PluginRegistry, blocks_wanted
+    from animus_flows.cli.support import load_cli_workflow
+    from animus_flows.stores.registry import PluginRegistry, blocks_wanted
 
     workflow = load_cli_workflow(workflow_file)
     registry = PluginRegistry(workflow, use_blocks=blocks_wanted(workflow, plugin))

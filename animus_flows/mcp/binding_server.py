@@ -25,9 +25,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from animus_flows.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
 from animus_flows.config.models import MemoryBinding, WorkflowFile
-from animus_flows.disclosure import is_egress_safe
+from animus_flows.config.paths import runtime_root
 from animus_flows.errors import (
     AnimusError,
     ConfigError,
@@ -36,13 +35,15 @@ from animus_flows.errors import (
     StoreTimeout,
     WriteDenied,
 )
-from animus_flows.hooks.memory_bindings import admissible, store_filters
+from animus_flows.hooks.mcp_servers import AUDIT_ENV, binding_server_name
+from animus_flows.hooks.memory_bindings import rules_of
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
-from animus_flows.mcp_config import AUDIT_ENV, binding_server_name
-from animus_flows.plugins import PluginRegistry, blocks_wanted
-from animus_flows.protocol import MemoryStore, QueryHit, Scope, canonical_json
+from animus_flows.protocol import MemoryStore, Scope, canonical_json
 from animus_flows.redaction import redact, redact_item, refuse_secret_in_key
-from animus_flows.runtime_paths import runtime_root
+from animus_flows.retrieval.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
+from animus_flows.retrieval.disclosure import is_egress_safe
+from animus_flows.retrieval.service import Fetched, Source, fetch
+from animus_flows.stores.registry import PluginRegistry, blocks_wanted
 
 TOOL_QUERY = "animus.binding.query"
 TOOL_GET = "animus.binding.get"
@@ -54,7 +55,7 @@ MIN_TIMEOUT_MS = 2000
 REDACTION_KEYS = ("_redaction_count", "_redaction_types")
 
 logger = logging.getLogger("animus_flows.mcp.binding")
-audit_logger = logging.getLogger("animus_flows.audit")
+audit_logger = logging.getLogger("animus_flows.retrieval.audit")
 T = TypeVar("T")
 
 
@@ -190,40 +191,44 @@ class BindingService:
             self.context = replace(self.context, agent_id=scope.agent_id)
         self.timeout_s = timeout_s or max(binding.timeout_ms, MIN_TIMEOUT_MS) / 1000
 
+    def _source(self, *, text: str = "", key: str | None = None, top_k: int | None = None):
+        return Source(
+            self.binding.binding,
+            self.store,
+            self.scope,
+            text=text,
+            key=key,
+            rules=rules_of(self.binding),
+            top_k=top_k,
+            timeout_ms=self.timeout_s * 1000,
+        )
+
     async def query(self, text: str, top_k: int | None = None) -> QueryAnswer:
         """Search the scope; only hits this binding may disclose come back."""
         wanted = top_k or self.binding.top_k
-        limit = min(wanted, self.binding.top_k, self.store.capabilities.max_query_top_k)
-        notes = [] if limit == wanted else [f"top_k {wanted} clamped to {limit}"]
-        op = _Op(self, "query", bytes_in=len(text.encode()))
-        raw = await op.run(
-            self.store.query(self.scope, text, top_k=limit, filters=store_filters(self.binding))
-        )
-        hits, withheld = [], {}
-        for hit in raw:
-            reason = admissible(self.binding, hit)
-            if reason is None:
-                hits.append(
-                    Hit(key=hit.key, value=hit.value, score=hit.score, metadata=dict(hit.metadata))
-                )
-            else:
-                withheld[reason] = withheld.get(reason, 0) + 1
-        notes.insert(0, f"returned {len(hits)}")
-        notes += [f"{count} withheld: {reason}" for reason, count in withheld.items()]
-        op.done(len(raw), [h.model_dump() for h in hits], notes)
+        limit = min(wanted, self.binding.top_k)
+        fetched = await fetch(self._source(text=text, top_k=limit))
+        notes = [f"returned {len(fetched.hits)}"]
+        notes += [] if limit == wanted else [f"top_k {wanted} clamped to {limit}"]
+        hits = [
+            Hit(key=h.key, value=h.value, score=h.score, metadata=dict(h.metadata))
+            for h in fetched.hits
+        ]
+        self._answered(fetched, [h.model_dump() for h in hits], notes)
         return QueryAnswer(binding=self.binding.binding, hits=hits)
 
     async def get(self, key: str) -> GetAnswer:
         """The item under `key`, unless it does not exist or may not be disclosed."""
-        op = _Op(self, "get", bytes_in=len(key.encode()))
-        item = await op.run(self.store.get(self.scope, key))
-        if item is None:
-            op.done(0, None, ["no such item"])
+        fetched = await fetch(self._source(key=key))
+        if fetched.returned == 0:
+            self._answered(fetched, None, ["no such item"])
             return GetAnswer(key=key, found=False)
-        reason = admissible(self.binding, QueryHit(item.key, item.value, 1.0, item.metadata))
-        if reason is not None:  # answered exactly like a missing key: nothing leaks
-            op.done(1, None, [f"withheld: {reason}"], status="denied")
+        if not fetched.hits:  # answered exactly like a missing key: nothing leaks
+            (reason,) = fetched.refused
+            fetched.notes.clear()
+            self._answered(fetched, None, [f"withheld: {reason}"], status="denied")
             return GetAnswer(key=key, found=False)
+        item = fetched.item
         answer = GetAnswer(
             key=key,
             found=True,
@@ -231,8 +236,26 @@ class BindingService:
             metadata=dict(item.metadata),
             updated_at=item.to_json()["updated_at"],
         )
-        op.done(1, answer.model_dump(), ["returned 1"])
+        self._answered(fetched, answer.model_dump(), ["returned 1"])
         return answer
+
+    def _answered(
+        self, fetched: Fetched, answer: Any, notes: list[str], status: str | None = None
+    ) -> None:
+        """Audit one read, and raise what a failed one means for the agent."""
+        op = _Op(self, fetched.op, fetched.bytes_in)
+        op.started -= fetched.latency_ms / 1000
+        status = status or fetched.status
+        plugin = self.binding.plugin
+        if status == "timeout":
+            op.done(0, None, fetched.notes, status)
+            raise StoreTimeout(
+                f"{plugin!r} did not answer within {self.timeout_s * 1000:.0f} ms; try again later"
+            )
+        if status == "error":
+            op.done(0, None, fetched.notes, status)
+            raise StoreError(f"{plugin!r} failed: {'; '.join(fetched.notes)}")
+        op.done(fetched.returned, answer, notes + fetched.notes, status)
 
     async def put(
         self,

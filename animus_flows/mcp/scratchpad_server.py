@@ -21,12 +21,12 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from animus_flows.config.models import WorkflowFile
+from animus_flows.config.paths import runtime_root
 from animus_flows.errors import ConfigError
+from animus_flows.hooks.mcp_servers import SCRATCHPAD_SERVER
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
-from animus_flows.mcp_config import SCRATCHPAD_SERVER
+from animus_flows.memory.scratchpad import Scratchpad, ScratchpadFull, ScratchpadState
 from animus_flows.redaction import redact
-from animus_flows.runtime_paths import runtime_root
-from animus_flows.scratchpad import Scratchpad, ScratchpadFull, ScratchpadState
 
 SERVER_NAME = SCRATCHPAD_SERVER
 TOOL_READ = "animus.memory.read"

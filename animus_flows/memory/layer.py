@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from animus_flows.disclosure import EGRESS_FILTER, is_superseded
 from animus_flows.errors import AnimusError, InvalidRequest, StoreError
 from animus_flows.memory.entities import extract_entities, query_entity_keys
 from animus_flows.memory.export import (
@@ -57,7 +56,6 @@ from animus_flows.memory.records import (
     entity_key,
     from_store,
     is_tombstone,
-    metadata_filter,
     newest_versions,
     normalize_tag,
     normalize_tags,
@@ -81,8 +79,9 @@ from animus_flows.protocol import (
     utcnow,
 )
 from animus_flows.redaction import redact, redact_json, redaction_metadata
-from animus_flows.stores.base import PutEntry, SyncStore, check_scope
-from animus_flows.sync import LoopRunner, blocking_method
+from animus_flows.retrieval.disclosure import EGRESS_FILTER, is_superseded, metadata_filter
+from animus_flows.stores.base import PutEntry, check_scope
+from animus_flows.stores.sync import LoopRunner, SyncStore, blocking_method
 
 _HEX = "0123456789abcdef"
 # An import of this many records ends with the store's optimize(): a bulk write leaves SQLite's

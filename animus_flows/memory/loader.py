@@ -11,38 +11,30 @@ store degrades to no memories with a status, through `degrade.py`.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from animus_flows.budget import BindingCaps, Candidate, PackResult, pack, shared_counter
-from animus_flows.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
-from animus_flows.disclosure import (
-    EGRESS_FILTER,
-    is_egress_safe,
-    is_superseded,
-    tier_of,
-    warm_allowed,
-)
+from animus_flows.budget import shared_counter
 from animus_flows.errors import InvalidRequest, StoreUnavailable
 from animus_flows.memory.layer import SHARED_AGENT, resolve_store
 from animus_flows.memory.records import (
     MemoryTier,
     MemoryType,
-    content_of,
     is_tombstone,
     memory_type_of,
-    metadata_filter,
     normalize_tags,
     stored_time,
     tags_of,
 )
 from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
-from animus_flows.sync import LoopRunner, blocking_method
+from animus_flows.retrieval.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
+from animus_flows.retrieval.disclosure import ReadRules, tier_of
+from animus_flows.retrieval.service import Source, read
+from animus_flows.stores.sync import LoopRunner, blocking_method
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +58,6 @@ LAYER_TIERS = {1: MemoryTier.HOT, 2: MemoryTier.WARM, 3: MemoryTier.COLD}
 
 # The single binding every loaded memory is packed under: one budget, one 70% gate.
 _BINDING = "memory"
-# A first guess at memories per source that fill a budget (about 80 tokens each); the loader
-# asks for more when the guess falls short.
-_TOKENS_PER_MEMORY_GUESS = 80
-_SMALLEST_BLOCK = 6  # tokens of "[memory/x/abcdef12] y\n": less room than this fits nothing
 
 
 @dataclass(frozen=True)
@@ -125,22 +113,6 @@ class LoadResult:
     text: str = ""
 
 
-@dataclass
-class _Source:
-    """One query the loader runs: a scope (own or shared) and a tier."""
-
-    scope: Scope
-    agent: str
-    tier: MemoryTier
-    top_k: int
-    hits: list[QueryHit] = field(default_factory=list)
-    fetched: bool = False
-
-    @property
-    def may_have_more(self) -> bool:
-        return len(self.hits) >= self.top_k
-
-
 @dataclass(frozen=True)
 class _Request:
     agent_id: str
@@ -152,6 +124,17 @@ class _Request:
     text: str = ""
     since: datetime | None = None
     limit: int | None = None
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """What one load found, or why it found nothing (a store that failed or timed out)."""
+
+    memories: list[LoadedMemory]
+    text: str
+    tokens: int
+    status: Status = "ok"
+    detail: str = ""
 
 
 def _tiers(layers: Iterable[int | str | MemoryTier]) -> tuple[MemoryTier, ...]:
@@ -461,19 +444,20 @@ class AsyncMemoryLoader:
         outcome = await run_degraded(
             lambda: self._gather_and_pack(request), timeout_ms=self.timeout_ms, fallback=None
         )
-        memories, text, tokens = outcome.value if outcome.value is not None else ([], "", 0)
+        gathered = outcome.value or _Gathered([], "", 0, outcome.status, outcome.detail)
+        memories = gathered.memories
         tiers = tuple(t.value for t in LAYER_TIERS.values() if any(m.tier is t for m in memories))
         return LoadResult(
             memories,
-            LoadMetadata(request.agent_id, len(memories), tokens, request.budget, tiers),
+            LoadMetadata(request.agent_id, len(memories), gathered.tokens, request.budget, tiers),
             LoadMetrics(
-                outcome.status,
+                gathered.status,
                 outcome.duration_ms,
                 outcome.started_at,
                 outcome.ended_at,
-                outcome.detail,
+                gathered.detail,
             ),
-            text,
+            gathered.text,
         )
 
     def _resolve(self) -> MemoryStore:
@@ -486,120 +470,81 @@ class AsyncMemoryLoader:
             self._store = resolve_store(self._store_source)
         return self._store
 
-    async def _gather_and_pack(self, request: _Request) -> tuple[list[LoadedMemory], str, int]:
+    async def _gather_and_pack(self, request: _Request) -> _Gathered:
         store = self._resolve()
-        cap = store.capabilities.max_query_top_k
-        first_k = max(8, min(cap, math.ceil(request.budget / _TOKENS_PER_MEMORY_GUESS)))
-        if request.limit is not None:
-            first_k = min(first_k, max(8, 2 * request.limit))
-        scopes = [
-            (Scope(self.project_id, agent_id=request.agent_id), request.agent_id),
-            (Scope(self.project_id), SHARED),
-        ]
-        sources = [
-            _Source(scope, label, tier, first_k)
-            for scope, label in scopes
-            for tier in request.tiers
-        ]
-        # HOT first; the next tier is fetched only when it can still contribute, so a budget
-        # HOT fills never pays for WARM queries.
-        pending = [s for s in sources if s.tier is request.tiers[0]]
-        while True:
-            await asyncio.gather(*(self._fetch(store, source, request) for source in pending))
-            candidates = await self._candidates(store, sources, request)
-            packed = pack(
-                candidates,
-                {_BINDING: BindingCaps(request.budget, tuple(t.value for t in request.tiers))},
-                self.counter,
-            )
-            selected = packed.selected[: request.limit] if request.limit else packed.selected
-            # Ask for more only while everything fetched fit and room is left: once a memory was
-            # skipped for lack of room, the budget is as full as it gets.
-            full = request.limit is not None and len(selected) >= request.limit
-            squeezed = any(d.reason.startswith("over the") for d in packed.dropped)
-            room = request.budget - packed.tokens >= _SMALLEST_BLOCK
-            if full or squeezed or not room:
-                break
-            # WARM closes at 70% of the budget, counting the WARM disclosed so far: past that,
-            # more WARM hits could never be taken
-            disclosed = sum(p.tokens for p in selected if p.candidate.tier != "cold")
+        created: dict[tuple[Scope, str], datetime | None] = {}
 
-            def useful(source: _Source, disclosed: int = disclosed) -> bool:
-                return source.tier is not MemoryTier.WARM or warm_allowed(disclosed, request.budget)
+        async def refuse(hit: QueryHit, *, scope: Scope) -> str | None:
+            if is_tombstone(hit.metadata):
+                return "forgotten"
+            if request.tags and not self._tags_match(tags_of(hit.metadata), request):
+                return "tags do not match"
+            if request.since is not None:
+                when = stored_time(hit.value, "created_at") or await self._created_at(
+                    store, scope, hit.key
+                )
+                created[scope, hit.key] = when
+                if when is None or when < request.since:
+                    return "older than asked"
+            return None
 
-            pending = [
-                s for s in sources if s.fetched and s.may_have_more and s.top_k < cap and useful(s)
-            ]
-            for source in pending:
-                source.top_k = min(cap, source.top_k * 4)
-            if not pending:
-                later = [s for s in sources if not s.fetched and useful(s)]
-                pending = [s for s in later if s.tier is later[0].tier] if later else []
-            if not pending:
-                break
-        return self._result(packed, selected)
-
-    async def _fetch(self, store: MemoryStore, source: _Source, request: _Request) -> None:
-        # most selective first: SQLite checks the conditions in this order, row by row
-        filters: dict[str, JSON] = {"tier": metadata_filter("tier", [source.tier])}
+        filters: dict[str, JSON] = {}
         if request.tags:
             filters["tags"] = list(request.tags) if request.match == "any" else request.tags[0]
-        if request.sectors is not None:
-            filters["memory_type"] = metadata_filter("memory_type", request.sectors)
-        filters.update(EGRESS_FILTER)
-        source.hits = await store.query(
-            source.scope, request.text, top_k=source.top_k, filters=filters
-        )
-        source.fetched = True
-
-    async def _candidates(
-        self, store: MemoryStore, sources: list[_Source], request: _Request
-    ) -> list[Candidate]:
-        """Every fetched hit that passes the rules, own and shared interleaved.
-
-        Fields are read only when a rule needs them; the few memories selected are read in
-        full by `_result`.
-        """
-        per_source = []
-        for source in sources:
-            kept = []
-            for hit in source.hits:
-                # the store filtered already; these checks are the rule, not a hint
-                metadata = hit.metadata
-                if (
-                    is_tombstone(metadata)
-                    or not is_egress_safe(metadata)
-                    or tier_of(metadata) != source.tier.value
-                    or is_superseded(hit.value)
-                ):
-                    continue
-                if request.sectors is not None and memory_type_of(metadata) not in request.sectors:
-                    continue
-                if request.tags and not self._tags_match(tags_of(metadata), request):
-                    continue
-                created = None
-                if request.since is not None:
-                    created = stored_time(hit.value, "created_at") or await self._created_at(
-                        store, source.scope, hit.key
-                    )
-                    if created is None or created < request.since:
-                        continue
-                kept.append(
-                    Candidate(
-                        _BINDING,
-                        f"{source.agent}/{hit.key[:8]}",
-                        content_of(hit.value),
-                        hit.score,
-                        source.tier.value,
-                        {"hit": hit, "agent": source.agent, "created_at": created},
-                    )
+        rules = [
+            ReadRules((tier.value,), tuple(request.sectors) if request.sectors else None)
+            for tier in request.tiers
+        ]
+        sources = [
+            Source(
+                _BINDING,
+                store,
+                scope,
+                text=request.text,
+                rules=rule,
+                budget_tokens=request.budget,
+                timeout_ms=None,  # the whole load has one deadline (`_load`)
+                filters=filters,
+                refuse=functools.partial(refuse, scope=scope),
+                shown_key=functools.partial(_shown_key, scope.agent_id or SHARED),
+            )
+            for scope in (Scope(self.project_id, agent_id=request.agent_id), Scope(self.project_id))
+            for rule in rules
+        ]
+        # recent memories are chosen newest first, which the packing order does not know
+        recent = request.since is not None
+        reading = await read(sources, self.counter, limit=None if recent else request.limit)
+        for fetched in reading.fetches:  # one store: a query that failed fails the load
+            if fetched.status != "ok":
+                return _Gathered([], "", 0, fetched.status, "; ".join(fetched.notes))
+        memories = []
+        for packed in reading.packed.selected:
+            hit: QueryHit = packed.candidate.metadata["hit"]
+            scope: Scope = packed.candidate.metadata["source"].scope
+            memories.append(
+                LoadedMemory(
+                    id=hit.key,
+                    content=packed.candidate.text,
+                    memory_type=memory_type_of(hit.metadata),
+                    tier=MemoryTier(tier_of(hit.metadata)),
+                    agent=scope.agent_id or SHARED,
+                    score=packed.candidate.score,
+                    tokens=packed.tokens,
+                    tags=tuple(tags_of(hit.metadata)),
+                    created_at=created.get((scope, hit.key))
+                    or stored_time(hit.value, "created_at"),
                 )
-            if request.since is not None:  # recent memories: newest first within each source
-                kept.sort(key=lambda c: c.metadata["created_at"], reverse=True)
-            per_source.append(kept)
-        # round-robin: own and shared memories alternate within a tier, neither crowds out
-        longest = max((len(kept) for kept in per_source), default=0)
-        return [kept[n] for n in range(longest) for kept in per_source if n < len(kept)]
+            )
+        blocks = [packed.block for packed in reading.packed.selected]
+        if recent:
+            order = sorted(
+                range(len(memories)),
+                key=lambda n: memories[n].created_at or datetime.min.replace(tzinfo=UTC),
+                reverse=True,
+            )[: request.limit]
+            memories, blocks = [memories[n] for n in order], [blocks[n] for n in order]
+        # a text's count is the sum of its blocks' (budget.render_block)
+        return _Gathered(memories, "".join(blocks), sum(m.tokens for m in memories))
 
     @staticmethod
     def _tags_match(tags: list[str], request: _Request) -> bool:
@@ -612,31 +557,10 @@ class AsyncMemoryLoader:
         item = await store.get(scope, key)  # items other tools wrote carry no record times
         return None if item is None else item.created_at
 
-    def _result(
-        self, packed: PackResult, selected: list[Any]
-    ) -> tuple[list[LoadedMemory], str, int]:
-        text = "".join(p.block for p in selected)
-        tokens = (
-            packed.tokens if len(selected) == len(packed.selected) else self.counter.count(text)
-        )
-        memories = []
-        for p in selected:
-            about = p.candidate.metadata
-            hit: QueryHit = about["hit"]
-            memories.append(
-                LoadedMemory(
-                    id=hit.key,
-                    content=p.candidate.text,
-                    memory_type=memory_type_of(hit.metadata),
-                    tier=MemoryTier(p.candidate.tier),
-                    agent=about["agent"],
-                    score=p.candidate.score,
-                    tokens=p.tokens,
-                    tags=tuple(tags_of(hit.metadata)),
-                    created_at=about["created_at"] or stored_time(hit.value, "created_at"),
-                )
-            )
-        return memories, text, tokens
+
+def _shown_key(agent: str, key: str) -> str:
+    """How a loaded memory is labelled in the text: whose it is and its id's start."""
+    return f"{agent}/{key[:8]}"
 
 
 def _blocking(name: str) -> Any:

@@ -16,9 +16,13 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from animus_flows.disclosure import sensitivity_of, tier_of
 from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, RESERVED_METADATA_KEYS, indexed_text, utcnow
+from animus_flows.retrieval.disclosure import memory_type_of as memory_type_name
+from animus_flows.retrieval.disclosure import (
+    sensitivity_of,
+    tier_of,
+)
 from animus_flows.stores.base import check_json
 
 
@@ -53,13 +57,6 @@ class MemoryTier(StrEnum):
 TIER_LADDER = (MemoryTier.COLD, MemoryTier.WARM, MemoryTier.HOT)
 
 #: What an absent metadata key means, so store filters can include items that omit it.
-METADATA_DEFAULTS: dict[str, str] = {
-    "memory_type": MemoryType.SEMANTIC.value,
-    "sensitivity": Sensitivity.PUBLIC.value,
-    "tier": MemoryTier.WARM.value,
-    "source": "stated",
-    "provenance": "direct",
-}
 
 #: Reserved keys only the layer writes: its record of what redaction replaced. An import may
 #: carry them (a restore is faithful); every other write refuses them.
@@ -570,11 +567,7 @@ def content_of(value: JSON) -> str:
 
 def memory_type_of(metadata: Mapping[str, JSON]) -> MemoryType:
     """An item's memory type; absent or unknown reads as SEMANTIC, the seed's default."""
-    value = metadata.get("memory_type")
-    try:
-        return MemoryType(str(value).lower()) if value is not None else MemoryType.SEMANTIC
-    except ValueError:
-        return MemoryType.SEMANTIC
+    return MemoryType(memory_type_name(metadata))
 
 
 def tags_of(metadata: Mapping[str, JSON]) -> list[str]:
@@ -617,18 +610,6 @@ def _count(value: object, least: int) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= least:
         return value
     return least
-
-
-def metadata_filter(name: str, values: Iterable[str]) -> list[str | None]:
-    """A store filter for `name` in `values`, matching items that omit `name` when its default
-    is among `values` (an item without `tier` is WARM), and the spellings other tools use
-    (`HOT`, `Semantic`): reads of the reserved keys ignore case, so filters must too."""
-    options: list[str | None] = list(
-        dict.fromkeys(form for value in values for form in (value, value.upper(), value.title()))
-    )
-    if METADATA_DEFAULTS.get(name) in options:
-        options.append(None)
-    return options
 
 
 def newest_versions(memories: Iterable[Memory]) -> dict[str, Memory]:

@@ -9,9 +9,9 @@ import hashlib
 import re
 from typing import Any
 
-from animus_flows.audit import MemoryOpEvent
 from animus_flows.budget import CATEGORIES, PackResult, TokenBudget
-from animus_flows.contract import MemoryContext
+from animus_flows.hooks.contract import MemoryContext
+from animus_flows.retrieval.audit import MemoryOpEvent
 
 MAX_KEY_LENGTH = 96
 
@@ -95,7 +95,8 @@ def context_markdown(phase_id: str, context: MemoryContext, pack: PackResult | N
             "| --- | --- | --- | ---: | ---: |",
         ]
         lines += [
-            f"| {_cell(i.binding)} | {_cell(i.key)} | {i.tier or ''} | {i.score:.3f} | {i.tokens} |"
+            f"| {_cell(i.binding)} | {_cell(i.key)} | {i.tier or 'untiered'} | {i.score:.3f} "
+            f"| {i.tokens} |"
             for i in context.items
         ]
         lines += [

@@ -16,35 +16,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from animus_flows.audit import (
+from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
+from animus_flows.config.models import CommandRunner, PhaseConfig, PythonRunner, WorkflowFile
+from animus_flows.errors import ConfigError
+from animus_flows.hooks import BUILTIN_HOOKS
+from animus_flows.hooks.context import PhaseContext
+from animus_flows.hooks.contract import MemoryContext, RuntimeContract
+from animus_flows.hooks.memory_bindings import PACK_STATE_KEY
+from animus_flows.retrieval.audit import (
     AuditSink,
     AuditTrail,
     JsonlSink,
     unwritable_audit_path,
     unwritable_reason,
 )
-from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
-from animus_flows.config.models import CommandRunner, PhaseConfig, PythonRunner, WorkflowFile
-from animus_flows.contract import MemoryContext, RuntimeContract
-from animus_flows.errors import ConfigError
-from animus_flows.hooks import BUILTIN_HOOKS
-from animus_flows.hooks.memory_bindings import PACK_STATE_KEY
-from animus_flows.phase import PhaseContext
-from animus_flows.plugins import PluginRegistry
 from animus_flows.runtime.artifacts import (
     artifact_key,
     budget_markdown,
     context_markdown,
     ops_table,
 )
-from animus_flows.runtime.loading import import_callable
-from animus_flows.runtime.runners import (
+from animus_flows.runtime.invoke import (
     PhaseFailed,
     call_python_runner,
     run_command_runner,
     user_code_failed,
 )
+from animus_flows.runtime.loading import import_callable
 from animus_flows.runtime.sinks import Outbox, queue_markdown_artifact, queue_table_artifact
+from animus_flows.stores.registry import PluginRegistry
 
 logger = logging.getLogger("animus_flows.runtime")
 Hook = Callable[[PhaseContext], Awaitable[None] | None]

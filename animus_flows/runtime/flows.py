@@ -13,9 +13,9 @@ from prefect import Flow, Task, flow, get_run_logger, task
 from prefect.cache_policies import NONE
 from prefect.context import FlowRunContext
 
-from animus_flows.audit import LoggerSink
 from animus_flows.config.loader import load_workflow, workflow_warnings
 from animus_flows.config.models import PhaseConfig, WorkflowFile
+from animus_flows.retrieval.audit import LoggerSink
 from animus_flows.runtime.engine import (
     CompiledWorkflow,
     RunState,

@@ -14,9 +14,9 @@ from typing import Any
 from animus_flows.config.loader import load_workflow, workflow_warnings
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import AnimusError
-from animus_flows.plugins import PluginRegistry
 from animus_flows.redaction import redact
 from animus_flows.runtime.engine import compile_workflow
+from animus_flows.stores.registry import PluginRegistry
 
 REACH_TIMEOUT_S = 3.0
 # Loading a saved block may first start Prefect's temporary server (several seconds): that is

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
-from animus_flows.audit import AuditSink, MemoryOpEvent
+from animus_flows.retrieval.audit import AuditSink, MemoryOpEvent
 
 logger = logging.getLogger("animus_flows.runtime")
 

@@ -3,7 +3,8 @@
 Backends with optional dependencies import lazily, so `animus_flows.stores` always imports.
 """
 
-from animus_flows.stores.base import BaseStore, SyncStore
+from animus_flows.stores.base import BaseStore
 from animus_flows.stores.sqlite import SQLiteStore
+from animus_flows.stores.sync import SyncStore
 
 __all__ = ["BaseStore", "SQLiteStore", "SyncStore"]

@@ -13,7 +13,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from animus_flows.errors import InvalidRequest, InvalidScope
 from animus_flows.protocol import (
@@ -23,7 +23,6 @@ from animus_flows.protocol import (
     MAX_TTL_SECONDS,
     Capabilities,
     MemoryItem,
-    MemoryStore,
     QueryHit,
     Scope,
     ScopePage,
@@ -34,7 +33,6 @@ from animus_flows.protocol import (
     shown_head,
     utcnow,
 )
-from animus_flows.sync import LoopRunner
 
 log = logging.getLogger("animus_flows.stores")
 
@@ -399,72 +397,3 @@ class BaseStore(ABC):
 
     @abstractmethod
     async def _delete_scope(self, scope: Scope) -> int: ...
-
-
-class SyncStore:
-    """Blocking facade over any `MemoryStore`, for scripts and the CLI.
-
-    Example:
-        ```python
-        from animus_flows.protocol import Scope
-        from animus_flows.stores import SQLiteStore, SyncStore
-
-        store = SyncStore(SQLiteStore("memory.db"))
-        store.put(Scope("demo"), "greeting", "hello")
-        print(store.query(Scope("demo"), "hello"))
-        ```
-    """
-
-    def __init__(self, store: MemoryStore) -> None:
-        self.store = store
-        self._loop = LoopRunner()
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.store.capabilities
-
-    def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        coro = getattr(self.store, name)(*args, **kwargs)
-        return self._loop.run(coro, await_form=f"await store.{name}(...)")
-
-    def put(
-        self,
-        scope: Scope,
-        key: str,
-        value: JSON,
-        *,
-        metadata: dict[str, JSON] | None = None,
-        ttl_seconds: int | None = None,
-    ) -> MemoryItem:
-        return self._run("put", scope, key, value, metadata=metadata, ttl_seconds=ttl_seconds)
-
-    def get(self, scope: Scope, key: str) -> MemoryItem | None:
-        return self._run("get", scope, key)
-
-    def query(
-        self, scope: Scope, text: str, *, top_k: int = 8, filters: dict[str, JSON] | None = None
-    ) -> list[QueryHit]:
-        return self._run("query", scope, text, top_k=top_k, filters=filters)
-
-    def list_scopes(
-        self, *, project_id: str | None = None, cursor: str | None = None, limit: int = 100
-    ) -> ScopePage:
-        return self._run("list_scopes", project_id=project_id, cursor=cursor, limit=limit)
-
-    def delete_scope(self, scope: Scope) -> int:
-        return self._run("delete_scope", scope)
-
-    def count(self, scope: Scope) -> int:
-        return self._run("count", scope)
-
-    def close(self) -> None:
-        """Close the wrapped store and the facade's event loop."""
-        if hasattr(self.store, "aclose"):
-            self._run("aclose")
-        self._loop.close()
-
-    def __enter__(self) -> SyncStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -25,7 +25,7 @@ from animus_flows.jsonrpc import codec
 from animus_flows.protocol import JSON, METHOD_INITIALIZE, PROTOCOL_VERSION
 from animus_flows.redaction import redact, redact_head
 
-log = logging.getLogger("animus_flows.plugins")
+log = logging.getLogger("animus_flows.stores.registry")
 
 STDERR_TAIL_LINES = 20
 #: How much of a garbage stdout line an error quotes.

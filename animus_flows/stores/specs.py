@@ -21,7 +21,7 @@ def open_store(
     """A new store for `spec`; relative paths resolve against the workflow file's folder.
 
     `plugin_id` (the `stores:` key) names the store in errors and logs. `block` specs are
-    resolved by `animus_flows.plugins`, which can reach Prefect.
+    resolved by `animus_flows.stores.registry`, which can reach Prefect.
     """
     if isinstance(spec, SQLiteSpec):
         return SQLiteStore(workflow.resolve_path(spec.path), busy_timeout_ms=spec.busy_timeout_ms)
@@ -45,7 +45,7 @@ def open_store(
     if isinstance(spec, BlockRef):
         raise ConfigError(
             f"store {spec.block!r} is a saved Prefect block; resolve it through "
-            "animus_flows.plugins.PluginRegistry"
+            "animus_flows.stores.registry.PluginRegistry"
         )
     raise ConfigError(
         f"store type {spec.type!r} is not supported by this version of animus-flows; "

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from animus_flows import load_workflow
-from animus_flows.plugins import PluginRegistry
 from animus_flows.protocol import Scope
+from animus_flows.stores.registry import PluginRegistry
 
 HERE = Path(__file__).resolve().parent
 

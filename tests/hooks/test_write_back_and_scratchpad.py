@@ -3,10 +3,10 @@
 import pytest
 from helpers import phase_context, write_workflow
 
+from animus_flows.config.paths import runtime_root
 from animus_flows.hooks import scratchpad, write_back
+from animus_flows.memory.scratchpad import Scratchpad
 from animus_flows.protocol import Scope
-from animus_flows.runtime_paths import runtime_root
-from animus_flows.scratchpad import Scratchpad
 from animus_flows.stores import SQLiteStore
 
 WORKFLOW = """
@@ -78,7 +78,7 @@ async def test_agents_without_memory_get_no_scratchpad(tmp_path):
 
 
 def test_scratchpad_refuses_writes_past_its_limit_and_changes_nothing(tmp_path):
-    from animus_flows.scratchpad import ScratchpadFull
+    from animus_flows.memory.scratchpad import ScratchpadFull
 
     pad = Scratchpad(tmp_path, "proj/with%odd id", "agent", max_chars=10)
     pad.write("12345")

@@ -9,7 +9,6 @@ from helpers import write_workflow
 from mcp_session import animus_mcp, text_of
 from typer.testing import CliRunner
 
-from animus_flows.audit import AuditTrail
 from animus_flows.cli import app
 from animus_flows.errors import ConfigError, StoreError, StoreTimeout, WriteDenied
 from animus_flows.mcp.binding_server import (
@@ -22,6 +21,7 @@ from animus_flows.mcp.binding_server import (
     find_binding,
 )
 from animus_flows.protocol import Capabilities, Scope
+from animus_flows.retrieval.audit import AuditTrail
 from animus_flows.stores import BaseStore, SQLiteStore
 
 WORKFLOW = """
@@ -339,7 +339,8 @@ async def test_top_k_is_clamped_to_the_binding_and_the_store(workflow):
     svc = service(workflow, FlakyStore(), label="archive")  # binding top_k 8, store max 4
     await svc.query("x", top_k=20)
     (event,) = svc.audit.events()
-    assert "top_k 20 clamped to 4" in event.detail
+    assert "top_k 20 clamped to 8" in event.detail  # the binding's top_k
+    assert "top_k 8 clamped to 4 (store maximum)" in event.detail
 
 
 async def test_put_through_a_read_only_binding_is_denied_and_audited(workflow):

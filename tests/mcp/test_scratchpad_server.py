@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from animus_flows.cli import app
 from animus_flows.mcp.scratchpad_server import TOOLS
-from animus_flows.scratchpad import Scratchpad
+from animus_flows.memory.scratchpad import Scratchpad
 
 WORKFLOW = """
 version: 1

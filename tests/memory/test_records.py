@@ -10,10 +10,10 @@ from animus_flows.memory.records import (
     RECORD_FIELDS,
     check_user_metadata,
     from_store,
-    metadata_filter,
     to_store,
 )
 from animus_flows.protocol import RESERVED_METADATA_KEYS
+from animus_flows.retrieval.disclosure import metadata_filter
 
 SEED_003_FIELDS = {
     "id",

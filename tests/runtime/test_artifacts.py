@@ -1,8 +1,8 @@
 """The markdown a person reads in the Prefect UI: the token-budget ledger and the context."""
 
-from animus_flows.audit import MemoryOpEvent
 from animus_flows.budget import TokenBudget
-from animus_flows.contract import InjectedItem, MemoryContext
+from animus_flows.hooks.contract import InjectedItem, MemoryContext
+from animus_flows.retrieval.audit import MemoryOpEvent
 from animus_flows.runtime.artifacts import budget_markdown, context_markdown, ops_table
 
 

@@ -22,7 +22,7 @@ from animus_flows import run_workflow, workflow_flow
 from animus_flows.budget import shared_counter
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import Scope
-from animus_flows.runtime.runners import PhaseFailed
+from animus_flows.runtime.invoke import PhaseFailed
 from animus_flows.stores import SQLiteStore
 
 pytestmark = pytest.mark.usefixtures("prefect_api")

@@ -8,8 +8,8 @@ import pytest
 from helpers import write_workflow
 
 from animus_flows import workflow_flow
+from animus_flows.memory.scratchpad import Scratchpad
 from animus_flows.protocol import Scope
-from animus_flows.scratchpad import Scratchpad
 from animus_flows.stores import SQLiteStore
 
 pytestmark = pytest.mark.usefixtures("prefect_api")

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from animus_flows.degrade import run_degraded
 from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.protocol import Scope, canonical_json, matches_filters
+from animus_flows.retrieval.degrade import run_degraded
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.base import EXPIRES_KEY
 from animus_flows.stores.sqlite import (

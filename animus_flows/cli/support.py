@@ -14,10 +14,9 @@ from animus_flows.config.loader import load_workflow
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import ConfigError
 from animus_flows.memory.layer import MemoryLayer
-from animus_flows.plugins import PluginRegistry, blocks_wanted
 from animus_flows.protocol import MemoryStore, Scope
-from animus_flows.stores.base import SyncStore
-from animus_flows.sync import LoopRunner
+from animus_flows.stores.registry import PluginRegistry, blocks_wanted
+from animus_flows.stores.sync import LoopRunner, SyncStore
 
 SCOPE_KINDS = ("project", "agent", "task")
 

@@ -26,7 +26,7 @@ from animus_flows.redaction import redact
 Op = Literal["query", "get", "put", "delete_scope", "list_scopes"]
 Status = Literal["ok", "timeout", "error", "unmatched", "denied"]
 
-logger = logging.getLogger("animus_flows.audit")
+logger = logging.getLogger("animus_flows.retrieval.audit")
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ class Scratchpad:
         ```python
         from pathlib import Path
 
-        from animus_flows.scratchpad import Scratchpad
+        from animus_flows.memory.scratchpad import Scratchpad
 
         pad = Scratchpad(Path(".animus"), "trade-desk", "trade-analyst", max_chars=6000)
         pad.append("EUR/USD: watch 1.10")

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from animus_flows.config.models import CommandRunner
-from animus_flows.contract import RuntimeContract
 from animus_flows.errors import AnimusError
+from animus_flows.hooks.contract import RuntimeContract
 from animus_flows.protocol import canonical_json
 from animus_flows.redaction import redact, redact_exception
 

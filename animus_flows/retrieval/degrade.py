@@ -57,7 +57,7 @@ async def run_degraded(
 
     Example:
         ```python
-        from animus_flows.degrade import run_degraded
+        from animus_flows.retrieval.degrade import run_degraded
         from animus_flows.protocol import Scope
         from animus_flows.stores import SQLiteStore
 

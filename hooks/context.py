@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from animus_flows.audit import AuditTrail, MemoryOpEvent, Op
 from animus_flows.budget import TokenBudget, TokenCounter
 from animus_flows.config.models import AgentConfig, MemoryBinding, PhaseConfig, WorkflowFile
-from animus_flows.contract import RuntimeContract
-from animus_flows.plugins import PluginRegistry
+from animus_flows.hooks.contract import RuntimeContract
 from animus_flows.protocol import Scope
+from animus_flows.retrieval.audit import AuditTrail, MemoryOpEvent, Op
+from animus_flows.stores.registry import PluginRegistry
 
 
 @dataclass

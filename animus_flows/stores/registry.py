@@ -17,7 +17,7 @@ from animus_flows.protocol import MemoryStore
 from animus_flows.stores.specs import open_store
 
 MEMORY_STORE_CAPABILITY = "memory-store"
-logger = logging.getLogger("animus_flows.plugins")
+logger = logging.getLogger("animus_flows.stores.registry")
 
 
 async def find_memory_blocks(name: str | None = None) -> dict[str, str]:

@@ -11,7 +11,18 @@ import asyncio
 import functools
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from animus_flows.protocol import (
+        JSON,
+        Capabilities,
+        MemoryItem,
+        MemoryStore,
+        QueryHit,
+        Scope,
+        ScopePage,
+    )
 
 T = TypeVar("T")
 
@@ -79,3 +90,72 @@ def blocking_method(name: str, async_method: Callable[..., Any], *, await_form: 
         return self._loop.run(coro, await_form=await_form)
 
     return method
+
+
+class SyncStore:
+    """Blocking facade over any `MemoryStore`, for scripts and the CLI.
+
+    Example:
+        ```python
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore, SyncStore
+
+        store = SyncStore(SQLiteStore("memory.db"))
+        store.put(Scope("demo"), "greeting", "hello")
+        print(store.query(Scope("demo"), "hello"))
+        ```
+    """
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._loop = LoopRunner()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.store.capabilities
+
+    def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        coro = getattr(self.store, name)(*args, **kwargs)
+        return self._loop.run(coro, await_form=f"await store.{name}(...)")
+
+    def put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> MemoryItem:
+        return self._run("put", scope, key, value, metadata=metadata, ttl_seconds=ttl_seconds)
+
+    def get(self, scope: Scope, key: str) -> MemoryItem | None:
+        return self._run("get", scope, key)
+
+    def query(
+        self, scope: Scope, text: str, *, top_k: int = 8, filters: dict[str, JSON] | None = None
+    ) -> list[QueryHit]:
+        return self._run("query", scope, text, top_k=top_k, filters=filters)
+
+    def list_scopes(
+        self, *, project_id: str | None = None, cursor: str | None = None, limit: int = 100
+    ) -> ScopePage:
+        return self._run("list_scopes", project_id=project_id, cursor=cursor, limit=limit)
+
+    def delete_scope(self, scope: Scope) -> int:
+        return self._run("delete_scope", scope)
+
+    def count(self, scope: Scope) -> int:
+        return self._run("count", scope)
+
+    def close(self) -> None:
+        """Close the wrapped store and the facade's event loop."""
+        if hasattr(self.store, "aclose"):
+            self._run("aclose")
+        self._loop.close()
+
+    def __enter__(self) -> SyncStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
