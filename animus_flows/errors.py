@@ -1,7 +1,8 @@
 """The one error hierarchy of animus-flows.
 
-Every message names the offending value and says how to fix it, with its secrets redacted
-(`animus_flows.redaction.redact`) when the error is made::
+Every message names the offending value and says how to fix it. Messages are redacted where they
+leave the program (the CLI, JSON-RPC and MCP answers, the log filter, Prefect states), not here:
+this module imports nothing of the project::
 
     AnimusError                 base of everything raised on purpose
     ├── ConfigError             a workflow file, flag or setting is wrong (CLI exit 2)
@@ -17,21 +18,10 @@ from __future__ import annotations
 
 
 class AnimusError(Exception):
-    """Base class of every error animus-flows raises on purpose.
-
-    Its message is redacted as the error is made: errors quote values, flags, plugin and runner
-    output, and travel further than the CLI (Prefect logs, flow-run states, events, MCP and
-    JSON-RPC answers), so this is the one place that catches a secret in any of them.
-    """
+    """Base class of every error animus-flows raises on purpose."""
 
     #: Exit code the `animus` CLI uses for this error.
     exit_code: int = 1
-
-    def __init__(self, *args: object) -> None:
-        # Imported here: redaction imports protocol, which imports this module.
-        from animus_flows.redaction import redact
-
-        super().__init__(*(redact(arg).text if isinstance(arg, str) else arg for arg in args))
 
 
 class ConfigError(AnimusError):

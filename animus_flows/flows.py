@@ -10,6 +10,7 @@ from typing import Any
 from prefect import flow
 
 from animus_flows.config.loader import load_workflow
+from animus_flows.redaction import redacted_errors
 from animus_flows.runtime.engine import compile_workflow
 from animus_flows.runtime.flows import execute
 
@@ -28,5 +29,6 @@ async def run_workflow(
         summary = asyncio.run(run_workflow("examples/trade-desk/animus.yaml", task_id="RES-001"))
         ```
     """
-    compiled = compile_workflow(load_workflow(workflow_file), workflow)
+    with redacted_errors():  # a file's error leaves through Prefect's state and logs
+        compiled = compile_workflow(load_workflow(workflow_file), workflow)
     return await execute(compiled, task_id)

@@ -7,12 +7,14 @@ JSON-RPC plugin surface.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from animus_flows.errors import InvalidRequest, InvalidScope
+from animus_flows.redaction import redact_head, refuse_secret_in_id
 
 PROTOCOL_VERSION = "0.1.0"
 
@@ -58,8 +60,9 @@ ScopeKind = Literal["project", "agent", "task"]
 
 
 def check_id(label: str, value: object, *, required: bool) -> None:
-    """Refuse `value` unless it is an id: a string of 1 to `MAX_ID_LENGTH` characters, no NUL,
-    valid Unicode (`is_valid_unicode`); `None` passes when the id is not `required`.
+    """Refuse `value` unless it is an id: a string of 1 to `MAX_ID_LENGTH` characters, no
+    control character or line break, valid Unicode (`is_valid_unicode`), and no secret (ids are
+    shown everywhere as written); `None` passes when the id is not `required`.
 
     Raises `InvalidScope` naming `label` (such as `"scope agent_id"`), with the value quoted
     and its secrets redacted before any cut.
@@ -77,9 +80,23 @@ def check_id(label: str, value: object, *, required: bool) -> None:
         raise InvalidScope(
             f"{label} {shown_head(value)} is {len(value)} characters; use at most {MAX_ID_LENGTH}"
         )
-    if "\x00" in value:
-        raise InvalidScope(f"{label} {value!r} contains a NUL character; remove it")
+    check_no_control(label, value, InvalidScope)
     check_unicode(lambda: f"{label} {value!r}", value, InvalidScope)
+    refuse_secret_in_id(label, value)
+
+
+def check_no_control(label: str, value: str, error: type[InvalidRequest] = InvalidRequest) -> None:
+    """Refuse an identity (a key, a scope id) holding a control character or a line break:
+    ids are printed one per line and in tables, where a newline would forge another line."""
+    if value.isprintable():  # the common case, in C
+        return
+    bad = next((ch for ch in value if unicodedata.category(ch) in ("Cc", "Zl", "Zp")), None)
+    if bad is None:  # other unprintables (a zero-width joiner in an emoji) break no line
+        return
+    raise error(
+        f"{label} {shown_head(value)} contains the control character {bad!r}; "
+        "use printable characters"
+    )
 
 
 def check_count(name: str, value: object) -> int:
@@ -93,9 +110,6 @@ def check_count(name: str, value: object) -> int:
 def shown_head(text: str, limit: int = 40) -> str:
     """`text` quoted for a message: its first `limit` characters, secrets redacted before the
     cut (a cut secret no longer looks like one), and `...` when there is more."""
-    # Imported here: redaction imports this module.
-    from animus_flows.redaction import redact_head
-
     shown = repr(redact_head(text, limit))
     return shown + "..." if len(text) > limit else shown
 
@@ -405,31 +419,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-# One encoder for every call: json.dumps with options builds a new one each time, and
-# JSONEncoder.encode builds a new C encoder per call (more than the encoding of a small
-# object costs), so the C encoder is made once. markers=None skips the circular-reference
-# bookkeeping: a circular structure ends in RecursionError instead, which callers treat alike.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-_C_ENCODER = (
-    None
-    if json.encoder.c_make_encoder is None  # type: ignore[attr-defined]
-    else json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None, _CANONICAL.default, json.encoder.encode_basestring, None, ":", ",", True, False, False
-    )
-)
-
-
 def canonical_json(value: JSON) -> str:
     """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 kept.
 
-    Raises TypeError or ValueError for what is not JSON data, RecursionError for a structure
-    that contains itself.
+    Raises TypeError or ValueError for what is not JSON data, ValueError (circular reference)
+    for a structure that contains itself.
     """
-    if _C_ENCODER is None:
-        return _CANONICAL.encode(value)
-    return "".join(_C_ENCODER(value, 0))
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def indexed_text(value: JSON) -> str:

@@ -1,16 +1,17 @@
 """Secret redaction at ingest: every write path replaces secrets with typed markers.
 
-`redact(text)` is the one implementation; the memory layer, `animus memory put`, the write-back
-hook and the MCP servers call it (or `redact_item` for a whole store write), so a secret caught
-on one path is caught on all. Detected secrets become `[REDACTED:<type>]` and the item's metadata
-records `_redaction_count` and `_redaction_types`.
+`redact(text)` is the one implementation. Every write goes through the store wrapper
+`animus_flows.stores.redacting.RedactingStore`, which calls `redact_item` on the value and the
+metadata (strings, object keys, and whole values under password-named keys), so a secret caught on
+one path is caught on all. Detected secrets become `[REDACTED:<type>]` and the item's metadata
+records `_redaction_count` and `_redaction_types`. Identities cannot be redacted (a redacted key
+names another item): `refuse_secret_in_key` and `refuse_secret_in_id` refuse them.
 
-Errors are redacted too: every `AnimusError` message passes through `redact` as it is made, so
-values, plugin output and runner stderr quoted in an error never carry a secret further.
-`redact_head` quotes the start of a long text, `shown_url` hides a displayed URL's credentials,
-and `looks_like_secret` tells a pasted key from a name in fields that want a name. Keys cannot
-be redacted (a redacted key names another item): `refuse_secret_in_key` refuses a write whose
-key holds a secret.
+Errors are redacted where they leave the program (the CLI, JSON-RPC and MCP error answers, the
+log filter `RedactingFilter`, Prefect states), so values, plugin output and runner stderr quoted
+in an error never carry a secret further. `redact_head` quotes the start of a long text,
+`shown_url` hides a displayed URL's credentials, and `looks_like_secret` tells a pasted key from
+a name in fields that want a name.
 
 Patterns favour precision: ordinary hex ids, UUIDs, git SHAs and prose survive. Redaction is a
 safety net, not a vault: a secret in a shape not listed here is stored as written.
@@ -18,12 +19,17 @@ safety net, not a vault: a secret in a shape not listed here is stored as writte
 
 from __future__ import annotations
 
+import json
+import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from animus_flows.errors import InvalidRequest
-from animus_flows.protocol import JSON, RESERVED_METADATA_KEYS
+from animus_flows.errors import InvalidRequest, InvalidScope
+
+JSON = Any
 
 MARKER = "[REDACTED:{}]"
 _MARKER_PREFIX = "[REDACTED:"
@@ -87,10 +93,14 @@ _PATTERNS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
 ]
 
 # Secrets inside a larger match: only the named group is replaced, the context stays readable.
-_BEARER = re.compile(r"\bBearer\s+(?P<secret>(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)")
+_BEARER = re.compile(r"(?i)\bBearer\s+(?P<secret>(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)")
+# user:password@host, the user possibly empty (redis://:pw@host). The password runs to the last
+# `@` before the host, so one holding `@` or `/` is caught whole (https://u:p@ss@h); a port
+# followed by a path that has an `@` in it (host:443/@scope) is not a password.
 _URL_PASSWORD = re.compile(
-    r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\[\]]+:(?P<secret>[^\s/@]+)@(?=[^\s/@]*[A-Za-z0-9])"
+    r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\[\]]*:(?P<secret>\S+)@(?=[^\s/@]*[A-Za-z0-9])"
 )
+_PORT_AND_PATH = re.compile(r"^\d+/")
 
 _SECRET_NAMES = {
     "password": r"passw(?:or)?d",
@@ -157,6 +167,18 @@ def refuse_secret_in_key(key: str) -> None:
         )
 
 
+def refuse_secret_in_id(label: str, ident: str) -> None:
+    """Refuse a scope id that holds a secret, with an `InvalidScope` naming `label` (such as
+    `scope task_id`) and quoting the id redacted: ids are shown in every listing, audit line and
+    artifact, as written."""
+    found = redact(ident)
+    if found.count:
+        raise InvalidScope(
+            f"{label} {found.text!r} holds a secret ({', '.join(found.types)}); use an id that "
+            "names the project, agent or task, and keep secrets out of ids"
+        )
+
+
 def redact_head(text: str, limit: int) -> str:
     """The first `limit` characters of `text`, secrets redacted: how a message quotes a value.
 
@@ -204,6 +226,17 @@ def redact_exception(exc: BaseException) -> None:
         current = current.__cause__ or current.__context__
 
 
+@contextmanager
+def redacted_errors() -> Iterator[None]:
+    """Redact, in place, whatever escapes the block (`redact_exception`): for code whose
+    errors leave the program through Prefect (flow-run states and their logged tracebacks)."""
+    try:
+        yield
+    except BaseException as exc:
+        redact_exception(exc)
+        raise
+
+
 def looks_like_secret(text: str) -> bool:
     """Whether `text` holds a secret `redact` finds, or a run shaped like a generated key.
 
@@ -234,10 +267,10 @@ def _redact(text: str) -> tuple[str, list[str]]:
             if literal in text:
                 text = pattern.sub(marker(kind), text)
                 break
-    if "Bearer" in text:
+    if "bearer" in text.lower():
         text = _replace_group(_BEARER, text, lambda _: "bearer_token", found)
     if "://" in text and "@" in text:
-        text = _replace_group(_URL_PASSWORD, text, lambda _: "url_password", found)
+        text = _replace_group(_URL_PASSWORD, text, _url_password_kind, found)
     if _may_name_a_secret(text):
         text = _replace_group(_ASSIGNMENT, text, _assignment_kind, found)
     return text, found
@@ -275,6 +308,10 @@ def _replace_group(
     return pattern.sub(replace, text)
 
 
+def _url_password_kind(match: re.Match[str]) -> str | None:
+    return None if _PORT_AND_PATH.match(match.group("secret")) else "url_password"
+
+
 def _assignment_kind(match: re.Match[str]) -> str | None:
     secret = match.group("secret")
     quoted = secret[:1] in "\"'"
@@ -308,10 +345,12 @@ class RedactedJSON:
 
 
 def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
-    """Redact every string in a JSON value; a string under a secret-named key (`"password"`,
-    `"api_key"`, `"client_secret"`, ...) is replaced whole. Keys are never rewritten.
+    """Redact a JSON value: every string, every object key, and whatever a secret-named key
+    (`"password"`, `"api_key"`, `"client_secret"`, ...) holds (a string, number, list or
+    object) is replaced whole. A string that is itself JSON (an object or array encoded once
+    more) is redacted inside and encoded again.
 
-    `skip_keys` names top-level object keys left as they are.
+    `skip_keys` names top-level object keys whose values are left as they are (bookkeeping).
 
     Raises:
         InvalidRequest: the value nests too deeply to walk (stores refuse such values too).
@@ -319,33 +358,63 @@ def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
     found: list[str] = []
     skipped = frozenset(skip_keys)
 
+    def text(node: str) -> str:
+        if node[:1] in "[{" and node[-1:] in "]}":  # JSON inside a string hides its keys
+            try:
+                inner = json.loads(node)
+            except ValueError:
+                inner = None
+            if isinstance(inner, dict | list):
+                before = len(found)
+                redacted = walk(inner, None)
+                if len(found) > before:
+                    return json.dumps(redacted, ensure_ascii=False)
+        redacted_text, kinds = _redact(node)
+        found.extend(kinds)
+        return redacted_text
+
     def walk(node: JSON, key: str | None) -> JSON:
+        if key is not None and _secret_value(node):
+            named = _KEY_NAME.match(key)
+            if named:
+                found.append(_named_kind(named))
+                return MARKER.format(_named_kind(named))
         if isinstance(node, str):
-            if key is not None and node and not _placeholder(node):
-                named = _KEY_NAME.match(key)
-                if named and not node.startswith(_MARKER_PREFIX):
-                    kind = _named_kind(named)
-                    found.append(kind)
-                    return MARKER.format(kind)
-            text, kinds = _redact(node)
-            found.extend(kinds)
-            return text
+            return text(node)
         if isinstance(node, list):
             return [walk(item, None) for item in node]
         if isinstance(node, dict):
-            return {k: walk(v, k) for k, v in node.items()}
+            return obj(node)
         return node
 
+    def obj(node: dict[str, JSON], skip: frozenset[str] = frozenset()) -> dict[str, JSON]:
+        result: dict[str, JSON] = {}
+        for k, v in node.items():
+            name = text(k) if isinstance(k, str) else k
+            while name in result:  # two secrets redacted to one marker stay two keys
+                name = f"{name}#"
+            result[name] = v if k in skip else walk(v, k if isinstance(k, str) else None)
+        return result
+
     try:
-        if isinstance(value, dict) and skipped:
-            redacted: JSON = {k: v if k in skipped else walk(v, k) for k, v in value.items()}
-        else:
-            redacted = walk(value, None)
+        redacted = obj(value, skipped) if isinstance(value, dict) else walk(value, None)
     except RecursionError:
         raise InvalidRequest(
             "a value nests lists or objects too deeply to check for secrets; pass flatter JSON"
         ) from None
     return RedactedJSON(redacted, len(found), tuple(sorted(set(found))))
+
+
+def _secret_value(node: JSON) -> bool:
+    """Whether a value under a secret-named key is one to replace: not empty, not a
+    placeholder (`None`, `***`, `${VAR}`), not already a marker, not a plain flag."""
+    if node is None or isinstance(node, bool):
+        return False
+    if isinstance(node, str):
+        return bool(node) and not _placeholder(node) and not node.startswith(_MARKER_PREFIX)
+    if isinstance(node, list | dict):
+        return bool(node)
+    return True  # a number: a PIN, a numeric password
 
 
 def redaction_metadata(
@@ -367,15 +436,12 @@ def redaction_metadata(
     return metadata
 
 
-#: Metadata keys whose values are the layer's own bookkeeping, never user text.
-_BOOKKEEPING = frozenset(RESERVED_METADATA_KEYS - {"tags"})
-
-
 def redact_item(
-    value: JSON, metadata: Mapping[str, JSON] | None = None
+    value: JSON, metadata: Mapping[str, JSON] | None = None, *, bookkeeping: Iterable[str] = ()
 ) -> tuple[JSON, dict[str, JSON] | None]:
-    """Redact a store write: the value and the free-form metadata, with the redaction keys
-    merged into the metadata. This is what every write path outside the layer calls.
+    """Redact a store write: the value and the metadata (but the values of its `bookkeeping`
+    keys, the memory layer's own fields), with the redaction keys merged into the metadata.
+    `animus_flows.stores.redacting.RedactingStore` calls it on every write.
 
     Example:
         ```python
@@ -390,10 +456,31 @@ def redact_item(
         ```
     """
     body = redact_json(value)
-    meta = None if metadata is None else redact_json(dict(metadata), skip_keys=_BOOKKEEPING)
+    meta = None if metadata is None else redact_json(dict(metadata), skip_keys=bookkeeping)
     count = body.count + (meta.count if meta else 0)
     types = {*body.types, *(meta.types if meta else ())}
     merged = None if meta is None else dict(meta.value)  # type: ignore[arg-type]
     if count:
         merged = redaction_metadata(count, types, merged)
     return body.value, merged
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts a record's message, arguments included, before any
+    handler formats it: log lines quote values, plugin output and errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact(message)
+        if redacted.count:
+            record.msg, record.args = redacted.text, None
+        return True
+
+
+def get_logger(name: str) -> logging.Logger:
+    """`logging.getLogger(name)` with a `RedactingFilter`: how animus-flows modules get theirs
+    (a logger's filters do not apply to its children's records, so each has its own)."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())
+    return logger

@@ -7,16 +7,15 @@ in `contract.mcp_servers` so the agent can read and write it while it works.
 
 from __future__ import annotations
 
-import logging
-
 from animus_flows.config.paths import runtime_root
 from animus_flows.hooks.context import PhaseContext
 from animus_flows.hooks.contract import ScratchpadView
 from animus_flows.hooks.mcp_servers import SCRATCHPAD_SERVER, scratchpad_server, workflow_path
 from animus_flows.memory.scratchpad import Scratchpad
+from animus_flows.redaction import get_logger
 
 SERVER_NAME = SCRATCHPAD_SERVER
-logger = logging.getLogger("animus_flows.hooks")
+logger = get_logger("animus_flows.hooks")
 
 
 async def scratchpad(ctx: PhaseContext) -> None:

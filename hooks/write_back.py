@@ -13,7 +13,6 @@ import time
 from animus_flows.errors import AnimusError, WriteDenied
 from animus_flows.hooks.context import PhaseContext
 from animus_flows.protocol import canonical_json
-from animus_flows.redaction import redact_item
 
 #: Writes get at least this long, whatever a binding's read deadline says.
 MIN_WRITE_TIMEOUT_MS = 2000
@@ -29,20 +28,19 @@ async def write_back(ctx: PhaseContext) -> None:
         return
     contract = ctx.contract
     key = f"phase-output/{contract.workflow}/{contract.phase_id}/{contract.flow_run_id or 'local'}"
-    value, metadata = redact_item(
-        {"content": output_text(ctx.output)},
-        {
-            "memory_type": "episodic",
-            "tier": "warm",
-            "source": "phase-output",
-            "provenance": "flow-run",
-            "agent": contract.agent_id,
-            "workflow": contract.workflow,
-            "phase_id": contract.phase_id,
-            "task_id": contract.task_id,
-            "flow_run_id": contract.flow_run_id,
-        },
-    )
+    # the registry's stores redact what they write (`animus_flows.stores.redacting`)
+    value = {"content": output_text(ctx.output)}
+    metadata = {
+        "memory_type": "episodic",
+        "tier": "warm",
+        "source": "phase-output",
+        "provenance": "flow-run",
+        "agent": contract.agent_id,
+        "workflow": contract.workflow,
+        "phase_id": contract.phase_id,
+        "task_id": contract.task_id,
+        "flow_run_id": contract.flow_run_id,
+    }
     for binding in ctx.bindings:
         if not binding.write:
             continue

@@ -375,11 +375,35 @@ def test_a_command_group_run_bare_shows_its_help(project):
     assert "list-scopes" in result.stderr
 
 
+@pytest.mark.parametrize("agent", ["x\nerror: fake", "ab\x01", "a\u2028b"])
+def test_scope_ids_with_control_characters_are_refused(project, agent):
+    put = _animus(
+        *("memory", "put", "--scope", "agent", "--agent-id", agent),
+        *("--key", "k", "--value", '"v"'),
+        cwd=project,
+    )
+    assert put.returncode == 2
+    (line,) = put.stderr.splitlines()  # the id cannot forge a second line
+    assert line.startswith("error: scope agent_id ") and "control character" in line
+    assert "stored" not in put.stdout
+
+
+def test_scope_ids_holding_a_secret_are_refused(project):
+    put = _animus(
+        *("memory", "put", "--scope", "task", "--task-id", "ghp_" + "a1" * 18),
+        *("--key", "k", "--value", '"v"'),
+        cwd=project,
+    )
+    assert put.returncode == 2
+    assert put.stderr.splitlines() == [
+        "error: scope task_id '[REDACTED:github_token]' holds a secret (github_token); use an id "
+        "that names the project, agent or task, and keep secrets out of ids"
+    ]
+
+
 @pytest.mark.parametrize(
     "agent,shown",
     [
-        ("x\nerror: fake", r"project=demo/agent='x\nerror: fake'"),
-        ("ab\x01", r"project=demo/agent='ab\x01'"),
         ("x/task=y", "project=demo/agent='x/task=y'"),
         ("ünï 100%_x", "project=demo/agent=ünï 100%_x"),
     ],

@@ -82,7 +82,7 @@ def handles_errors(command: F) -> F:
 
 
 def _print_error(message: str) -> None:
-    # AnimusError messages are redacted when made; anything else an error quotes is not.
+    # the CLI is where errors leave the program: every message is redacted here
     from animus_flows.redaction import redact
 
     typer.echo(f"error: {redact(message).text}", err=True)

@@ -47,17 +47,13 @@ def memory_put(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a JSON value under a key; secrets in it are redacted first."""
-    from animus_flows.redaction import redact_item, refuse_secret_in_key
-
-    refuse_secret_in_key(key)
     parsed = _parse_json("--value", value)
     meta = _parse_json("--metadata", metadata, want_object=True) if metadata else None
     before = (meta or {}).get("_redaction_count", 0)
-    parsed, meta = redact_item(parsed, meta)
-    redacted = (meta or {}).get("_redaction_count", 0) - before
     with _store(workflow_file, plugin) as (workflow, store):
         target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
-        item = store.put(target, key, parsed, metadata=meta, ttl_seconds=ttl)
+        item = store.put(target, key, parsed, metadata=meta, ttl_seconds=ttl)  # redacted on the way
+    redacted = item.metadata.get("_redaction_count", 0) - (before if isinstance(before, int) else 0)
     if as_json:
         _print_json(item.to_json())
         return

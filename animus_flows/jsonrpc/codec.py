@@ -63,11 +63,10 @@ Id = str | int | float | None
 class ProtocolError(Exception):
     """A message that breaks JSON-RPC itself: answered with `code`, never raised to callers.
 
-    The message quotes what was sent, so it is redacted like every error's.
+    The message may quote what was sent: `failure` redacts it on the way out.
     """
 
     def __init__(self, code: int, message: str, request_id: Id = None) -> None:
-        message = redact(message).text
         super().__init__(message)
         self.code = code
         self.message = message
@@ -306,7 +305,8 @@ def success(request_id: Id, result: JSON) -> dict[str, JSON]:
 
 
 def failure(request_id: Id, code: int, message: str, error: str | None = None) -> dict[str, JSON]:
-    body: dict[str, JSON] = {"code": code, "message": message}
+    """An error answer; its message is redacted here, where every error leaves a plugin."""
+    body: dict[str, JSON] = {"code": code, "message": redact(message).text}
     if error is not None:
         body["data"] = {"error": error}
     return {"jsonrpc": "2.0", "id": request_id, "error": body}

@@ -31,9 +31,10 @@ from animus_flows.protocol import (
     shown_head,
     utcnow,
 )
+from animus_flows.redaction import get_logger
 from animus_flows.stores.base import EXPIRES_KEY, parse_expiry
 
-log = logging.getLogger("animus_flows.jsonrpc.server")
+log = get_logger("animus_flows.jsonrpc.server")
 
 MAX_CONCURRENT_REQUESTS = 64
 # What an item's answer may add to its put request (timestamps, the store's metadata): a put

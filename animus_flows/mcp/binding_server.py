@@ -11,7 +11,6 @@ injection), every call is audited like the hook's, and every put is redacted fir
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,10 +38,11 @@ from animus_flows.hooks.mcp_servers import AUDIT_ENV, binding_server_name
 from animus_flows.hooks.memory_bindings import rules_of
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.protocol import MemoryStore, Scope, canonical_json
-from animus_flows.redaction import redact, redact_item, refuse_secret_in_key
+from animus_flows.redaction import get_logger, redact
 from animus_flows.retrieval.audit import AuditTrail, JsonlSink, LoggerSink, MemoryOpEvent
 from animus_flows.retrieval.disclosure import is_egress_safe
 from animus_flows.retrieval.service import Fetched, Source, fetch
+from animus_flows.stores.redacting import redacting
 from animus_flows.stores.registry import PluginRegistry, blocks_wanted
 
 TOOL_QUERY = "animus.binding.query"
@@ -54,8 +54,8 @@ MIN_TIMEOUT_MS = 2000
 #: Metadata keys only the redaction step may write.
 REDACTION_KEYS = ("_redaction_count", "_redaction_types")
 
-logger = logging.getLogger("animus_flows.mcp.binding")
-audit_logger = logging.getLogger("animus_flows.retrieval.audit")
+logger = get_logger("animus_flows.mcp.binding")
+audit_logger = get_logger("animus_flows.audit")
 T = TypeVar("T")
 
 
@@ -184,7 +184,7 @@ class BindingService:
     ) -> None:
         self.binding = binding
         self.scope = scope
-        self.store = store
+        self.store = redacting(store)
         self.audit = audit
         self.context = context or AuditContext()
         if self.context.agent_id is None and scope.agent_id is not None:
@@ -266,21 +266,13 @@ class BindingService:
     ) -> PutAnswer:
         """Store `value` under `key`, secrets redacted; refused unless the binding writes."""
         # the agent cannot vouch for its own redaction: the counts it sends are dropped
-        supplied = {k: v for k, v in (metadata or {}).items() if k not in REDACTION_KEYS}
-        clean, meta = redact_item(value, supplied)
-        meta = meta or {}
-        count = meta.get("_redaction_count", 0)
-        op = _Op(self, "put", bytes_in=len(canonical_json(clean).encode()))
+        meta = {k: v for k, v in (metadata or {}).items() if k not in REDACTION_KEYS}
+        op = _Op(self, "put", bytes_in=len(canonical_json(value).encode()))
         if not self.binding.write:
             op.done(0, None, ["binding has write: false"], status="denied")
             raise WriteDenied(
                 f"binding {self.binding.binding!r} is read-only (write: false); nothing was stored"
             )
-        try:
-            refuse_secret_in_key(key)
-        except InvalidRequest as exc:
-            op.done(0, None, [str(exc)], status="error")
-            raise
         existing = await op.run(self.store.get(self.scope, key))
         if existing is not None and not is_egress_safe(existing.metadata):
             # Overwriting would destroy an item the agent may not even read, or republish it
@@ -295,9 +287,10 @@ class BindingService:
             meta["agent"] = self.context.agent_id
         if self.binding.memory_types and "memory_type" not in meta:
             meta["memory_type"] = self.binding.memory_types[0]  # findable through this binding
-        item = await op.run(
-            self.store.put(self.scope, key, clean, metadata=meta, ttl_seconds=ttl_seconds)
+        item = await op.run(  # the store redacts the value and metadata (RedactingStore)
+            self.store.put(self.scope, key, value, metadata=meta, ttl_seconds=ttl_seconds)
         )
+        count = item.metadata.get("_redaction_count", 0)
         op.done(1, None, [f"stored {key}"] + ([f"{count} secret(s) redacted"] if count else []))
         return PutAnswer(
             key=key, stored=True, redacted=count, expires_at=item.to_json()["expires_at"]
@@ -325,6 +318,9 @@ class _Op:
                 f"{self.service.binding.plugin!r} did not answer within "
                 f"{self.service.timeout_s * 1000:.0f} ms; try again later"
             ) from None
+        except InvalidRequest as exc:  # the agent's arguments (a key holding a secret, ...)
+            self.done(0, None, [str(exc)], "error")
+            raise
         except AnimusError as exc:
             self.done(0, None, [str(exc)], "error")
             raise StoreError(redact(str(exc)).text) from None

@@ -8,7 +8,6 @@ that states both counts and changes nothing. Secrets are redacted before anythin
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from animus_flows.errors import ConfigError
 from animus_flows.hooks.mcp_servers import SCRATCHPAD_SERVER
 from animus_flows.mcp.serving import check_tool_names, log_to_stderr, tool_name
 from animus_flows.memory.scratchpad import Scratchpad, ScratchpadFull, ScratchpadState
-from animus_flows.redaction import redact
+from animus_flows.redaction import get_logger, redact
 
 SERVER_NAME = SCRATCHPAD_SERVER
 TOOL_READ = "animus.memory.read"
@@ -35,7 +34,7 @@ TOOL_APPEND = "animus.memory.append"
 TOOL_CLEAR = "animus.memory.clear"
 TOOLS = (TOOL_READ, TOOL_WRITE, TOOL_APPEND, TOOL_CLEAR)
 
-logger = logging.getLogger("animus_flows.mcp.scratchpad")
+logger = get_logger("animus_flows.mcp.scratchpad")
 
 Content = Annotated[str, Field(description="The text, in plain words or Markdown.")]
 

@@ -8,6 +8,7 @@ import sys
 from typing import TextIO
 
 from animus_flows.errors import ConfigError
+from animus_flows.redaction import get_logger
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -36,7 +37,7 @@ def log_to_stderr(debug: bool = False) -> None:
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
         root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
-    logging.getLogger("animus_flows").setLevel(logging.DEBUG if debug else logging.INFO)
+    get_logger("animus_flows").setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 #: `dotted` keeps the contract's names (`animus.memory.read`); `underscored` serves

@@ -21,7 +21,6 @@ it, each documented in docs/memory.md:
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -78,9 +77,10 @@ from animus_flows.protocol import (
     check_count,
     utcnow,
 )
-from animus_flows.redaction import redact, redact_json, redaction_metadata
+from animus_flows.redaction import get_logger, redact, redact_json, redaction_metadata
 from animus_flows.retrieval.disclosure import EGRESS_FILTER, is_superseded, metadata_filter
 from animus_flows.stores.base import PutEntry, check_scope
+from animus_flows.stores.redacting import redacting
 from animus_flows.stores.sync import LoopRunner, SyncStore, blocking_method
 
 _HEX = "0123456789abcdef"
@@ -94,7 +94,7 @@ TOMBSTONE_TTL = 1
 # Items per read when a store walks a scope (`ScopeReads`): short reads keep the event loop free.
 SCAN_PAGE = 500
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: The agent the project scope's memories are recorded under (and the loader reports).
 SHARED_AGENT = "shared"
@@ -104,8 +104,8 @@ ENTITY_MATCH_SCORE = 0.5
 
 
 def resolve_store(store: object) -> MemoryStore:
-    """The async store behind `store`: a `MemoryStore`, a memory-store Block (`get_store()`),
-    or a `SyncStore` facade (its wrapped store)."""
+    """The async store behind `store` (a `MemoryStore`, a memory-store Block's `get_store()`,
+    or a `SyncStore` facade's store), behind the redaction wrapper: every write is redacted."""
     if isinstance(store, SyncStore):
         return store.store
     get_store = getattr(store, "get_store", None)
@@ -116,7 +116,7 @@ def resolve_store(store: object) -> MemoryStore:
             f"store {store!r} is not a memory store; pass a MemoryStore (e.g. SQLiteStore) "
             "or a memory-store block such as SQLiteMemoryStore"
         )
-    return store
+    return redacting(store)
 
 
 def _one(kind: Any, value: object, name: str) -> Any:

@@ -12,7 +12,6 @@ store degrades to no memories with a status, through `degrade.py`.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,12 +30,13 @@ from animus_flows.memory.records import (
     tags_of,
 )
 from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
+from animus_flows.redaction import get_logger
 from animus_flows.retrieval.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
 from animus_flows.retrieval.disclosure import ReadRules, tier_of
 from animus_flows.retrieval.service import Source, read
 from animus_flows.stores.sync import LoopRunner, blocking_method
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_BUDGET = 2000
 #: How the project scope's memories are reported (seed 002's `agent === 'shared'`).

@@ -21,12 +21,12 @@ from typing import Any, Literal, Protocol
 
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import Scope
-from animus_flows.redaction import redact
+from animus_flows.redaction import get_logger, redact
 
 Op = Literal["query", "get", "put", "delete_scope", "list_scopes"]
 Status = Literal["ok", "timeout", "error", "unmatched", "denied"]
 
-logger = logging.getLogger("animus_flows.retrieval.audit")
+logger = get_logger("animus_flows.audit")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from animus_flows.hooks import BUILTIN_HOOKS
 from animus_flows.hooks.context import PhaseContext
 from animus_flows.hooks.contract import MemoryContext, RuntimeContract
 from animus_flows.hooks.memory_bindings import PACK_STATE_KEY
+from animus_flows.redaction import get_logger
 from animus_flows.retrieval.audit import (
     AuditSink,
     AuditTrail,
@@ -46,7 +47,7 @@ from animus_flows.runtime.loading import import_callable
 from animus_flows.runtime.sinks import Outbox, queue_markdown_artifact, queue_table_artifact
 from animus_flows.stores.registry import PluginRegistry
 
-logger = logging.getLogger("animus_flows.runtime")
+logger = get_logger("animus_flows.runtime")
 Hook = Callable[[PhaseContext], Awaitable[None] | None]
 
 

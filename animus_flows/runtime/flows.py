@@ -4,7 +4,6 @@ like the workflow file."""
 from __future__ import annotations
 
 import inspect
-import logging
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,8 @@ from prefect.context import FlowRunContext
 
 from animus_flows.config.loader import load_workflow, workflow_warnings
 from animus_flows.config.models import PhaseConfig, WorkflowFile
+from animus_flows.protocol import Scope
+from animus_flows.redaction import get_logger, redacted_errors
 from animus_flows.retrieval.audit import LoggerSink
 from animus_flows.runtime.engine import (
     CompiledWorkflow,
@@ -26,7 +27,7 @@ from animus_flows.runtime.engine import (
 )
 from animus_flows.runtime.sinks import Outbox, PrefectEventSink, Queued
 
-logger = logging.getLogger("animus_flows.runtime")
+logger = get_logger("animus_flows.runtime")
 
 
 # The run and phase a phase task is about to execute. Tasks are built once per phase and
@@ -82,6 +83,13 @@ def prefect_sinks(log: Any, flow_run_id: str | None, workflow: str, outbox: Outb
 
 async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, Any]:
     """Run every phase of `compiled` inside the current flow run; returns the run summary."""
+    with redacted_errors():  # what fails here leaves through Prefect's state and logs
+        if task_id:  # an id is shown in every artifact and log line: no control chars, no secret
+            Scope(compiled.workflow.project_id, task_id=task_id)
+        return await _execute(compiled, task_id)
+
+
+async def _execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, Any]:
     context = FlowRunContext.get()
     flow_run_id = str(context.flow_run.id) if context and context.flow_run else None
     log = get_run_logger()

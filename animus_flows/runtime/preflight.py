@@ -25,8 +25,9 @@ RESOLVE_TIMEOUT_S = 60.0
 
 
 def _describe(exc: Exception) -> str:
-    # an AnimusError's message is redacted as it is made; any other is redacted here
-    return str(exc) if isinstance(exc, AnimusError) else redact(f"{type(exc).__name__}: {exc}").text
+    """What a failed probe shows, secrets redacted (preflight prints it and --json carries it)."""
+    text = str(exc) if isinstance(exc, AnimusError) else f"{type(exc).__name__}: {exc}"
+    return redact(text).text
 
 
 async def _probe(registry: PluginRegistry, plugin_id: str, kind: str) -> dict[str, Any]:

@@ -14,17 +14,15 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
-import logging
-import random
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
+from animus_flows.redaction import get_logger
 from animus_flows.retrieval.audit import AuditSink, MemoryOpEvent
 
-logger = logging.getLogger("animus_flows.runtime")
+logger = get_logger("animus_flows.runtime")
 
 EVENT_NAME = "animus.memory.op"
 
@@ -55,8 +53,6 @@ class PrefectEventSink:
             )
         emit_event(
             occurred=datetime.fromisoformat(event.occurred),  # the op's time, not the send's
-            # event ids only need to be unique; uuid4 reads os.urandom, slow on some VMs
-            id=uuid.UUID(int=random.getrandbits(128), version=4),
             event=EVENT_NAME,
             resource={
                 "prefect.resource.id": f"animus.binding.{binding}",

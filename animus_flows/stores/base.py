@@ -8,7 +8,6 @@ store's capability and normalizes scores; backends fill in `_put`, `_get`, `_que
 from __future__ import annotations
 
 import json
-import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -29,12 +28,14 @@ from animus_flows.protocol import (
     canonical_json,
     check_count,
     check_filters,
+    check_no_control,
     check_unicode,
     shown_head,
     utcnow,
 )
+from animus_flows.redaction import get_logger
 
-log = logging.getLogger("animus_flows.stores")
+log = get_logger("animus_flows.stores")
 
 #: Where TTL is emulated, the expiry travels in this metadata key and is stripped on the way out.
 EXPIRES_KEY = HOST_METADATA_PREFIX + "expires_at"
@@ -76,8 +77,7 @@ def check_key(key: object) -> str:
         raise InvalidRequest(
             f"key {shown_head(key)} is {len(key)} characters; use at most {MAX_KEY_LENGTH}"
         )
-    if "\x00" in key:
-        raise InvalidRequest(f"key {key!r} contains a NUL character; remove it")
+    check_no_control("key", key)
     check_unicode(lambda: f"key {shown_head(key)}", key)
     return key
 

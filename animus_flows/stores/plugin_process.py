@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import shlex
 import signal
@@ -23,9 +22,9 @@ from pathlib import Path
 from animus_flows.errors import ConfigError, StoreTimeout, StoreUnavailable
 from animus_flows.jsonrpc import codec
 from animus_flows.protocol import JSON, METHOD_INITIALIZE, PROTOCOL_VERSION
-from animus_flows.redaction import redact, redact_head
+from animus_flows.redaction import get_logger, redact, redact_head
 
-log = logging.getLogger("animus_flows.stores.registry")
+log = get_logger("animus_flows.stores.registry")
 
 STDERR_TAIL_LINES = 20
 #: How much of a garbage stdout line an error quotes.

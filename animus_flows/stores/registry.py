@@ -2,22 +2,24 @@
 
 An id resolves to the workflow file's `stores:` first, then to a saved Prefect block document
 of a memory-store block type with that name. Lookups of file stores never touch the Prefect API.
-Stores are opened once per registry and closed together.
+Stores are opened once per registry, behind the redaction wrapper (every write through them is
+redacted), and closed together.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
 from animus_flows.config.models import BlockRef, WorkflowFile
 from animus_flows.errors import ConfigError, StoreUnavailable
 from animus_flows.protocol import MemoryStore
+from animus_flows.redaction import get_logger
+from animus_flows.stores.redacting import redacting
 from animus_flows.stores.specs import open_store
 
 MEMORY_STORE_CAPABILITY = "memory-store"
-logger = logging.getLogger("animus_flows.stores.registry")
+logger = get_logger("animus_flows.stores.registry")
 
 
 async def find_memory_blocks(name: str | None = None) -> dict[str, str]:
@@ -98,7 +100,7 @@ class PluginRegistry:
 
     def register(self, plugin_id: str, store: MemoryStore) -> None:
         """Make `store` answer for `plugin_id` in this registry (stores built in code)."""
-        self._open[plugin_id] = store
+        self._open[plugin_id] = redacting(store)
         self._missing.discard(plugin_id)
 
     def get(self, plugin_id: str) -> MemoryStore | None:
@@ -108,7 +110,7 @@ class PluginRegistry:
         spec = self.workflow.stores.get(plugin_id)
         if spec is None or isinstance(spec, BlockRef):
             return None
-        store = self._open[plugin_id] = open_store(spec, self.workflow, plugin_id)
+        store = self._open[plugin_id] = redacting(open_store(spec, self.workflow, plugin_id))
         return store
 
     async def resolve(self, plugin_id: str) -> MemoryStore | None:
@@ -134,7 +136,7 @@ class PluginRegistry:
         if store is None:
             self._missing.add(plugin_id)
             return None
-        self._open[plugin_id] = store
+        store = self._open[plugin_id] = redacting(store)
         return store
 
     async def choose(self, plugin_id: str | None) -> tuple[str, MemoryStore]:

@@ -136,23 +136,6 @@ _MIGRATIONS: dict[int, str] = {
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
 
 
-_scan_json = json.JSONDecoder().scan_once
-
-
-def stored_json(text: str | bytes) -> Any:
-    """Decode JSON this store wrote (compact, nothing around it), as `json.loads` would.
-
-    A query decodes some twenty of them; `json.loads` wraps the scanner in three calls and two
-    whitespace matches each, about half the cost for short metadata. Anything else (surrounding
-    whitespace, or not JSON at all) goes through `json.loads` for its result and its error.
-    """
-    try:
-        value, end = _scan_json(text, 0)
-    except (StopIteration, TypeError):  # TypeError: bytes, which json.loads also takes
-        end = -1
-    return value if end == len(text) else json.loads(text)
-
-
 def _nothing(conn: sqlite3.Connection) -> None:
     return None
 
@@ -210,8 +193,8 @@ def _item(
     return MemoryItem(
         scope,
         key,
-        stored_json(value),
-        stored_json(metadata),
+        json.loads(value),
+        json.loads(metadata),
         _moment(created_at),  # type: ignore[arg-type]
         _moment(updated_at),  # type: ignore[arg-type]
         _moment(expires_at),
@@ -264,7 +247,7 @@ def scoped_body(scope_id: int, spaced: str) -> str:
 def indexed_body(item_id: int, value_json: str) -> str:
     """What the index holds for a stored item: its scope's words of the value, as `_write`
     indexed them."""
-    return scoped_body(item_id >> SCOPE_BITS, spaced_words(indexed_text(stored_json(value_json))))
+    return scoped_body(item_id >> SCOPE_BITS, spaced_words(indexed_text(json.loads(value_json))))
 
 
 # Keys per statement of `get_many`: a batch of layer records reads and decodes in about 4 ms,
@@ -341,7 +324,7 @@ def passing(
     """
     kept: list[Hit] = []
     for key, value, metadata_json, rank in rows:
-        metadata = stored_json(metadata_json)
+        metadata = json.loads(metadata_json)
         if matches_filters(metadata, filters):
             kept.append((key, value, metadata, rank))
             if len(kept) == limit:
@@ -968,7 +951,7 @@ class SQLiteStore(BaseStore):
                     listing_statement(where), (scope_id, now, *params, top_k)
                 ).fetchall()
                 return [
-                    (key, value, stored_json(metadata), None) for key, value, metadata, _ in rows
+                    (key, value, json.loads(metadata), None) for key, value, metadata, _ in rows
                 ]
             # each query word with its plural forms, as this scope's terms
             scoped = [[f"{scope_id}x{form}" for form in group] for group in groups]
@@ -1016,7 +999,7 @@ class SQLiteStore(BaseStore):
             rows = await self._run(find)
         # an empty text lists the scope, newest first: every item matches it fully
         return [
-            QueryHit(k, stored_json(v), 1.0 if rank is None else bm25_score(rank), m)
+            QueryHit(k, json.loads(v), 1.0 if rank is None else bm25_score(rank), m)
             for k, v, m, rank in rows
         ]
 

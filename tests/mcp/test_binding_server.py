@@ -6,6 +6,7 @@ import re
 
 import pytest
 from helpers import write_workflow
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_session import animus_mcp, text_of
 from typer.testing import CliRunner
 
@@ -20,6 +21,7 @@ from animus_flows.mcp.binding_server import (
     audit_path,
     find_binding,
 )
+from animus_flows.mcp.binding_server import _answer as answer_tool
 from animus_flows.protocol import Capabilities, Scope
 from animus_flows.retrieval.audit import AuditTrail
 from animus_flows.stores import BaseStore, SQLiteStore
@@ -328,10 +330,12 @@ async def test_a_slow_store_is_a_timeout_error_for_the_agent_and_the_audit(workf
 async def test_a_failing_store_is_an_error_without_its_secrets(workflow):
     boom = RuntimeError("connect to postgres://bot:hunter2pass@db failed")
     svc = service(workflow, FlakyStore(fail=boom))
-    with pytest.raises(StoreError) as failed:
+    with pytest.raises(StoreError):
         await svc.get("k")
+    with pytest.raises(ToolError) as failed:  # what the agent gets: redacted on the way out
+        await answer_tool(lambda: svc.get("k"))
     assert "RuntimeError" in str(failed.value) and "hunter2pass" not in str(failed.value)
-    (event,) = svc.audit.events()
+    event = svc.audit.events()[0]
     assert event.status == "error" and "hunter2pass" not in event.detail
 
 

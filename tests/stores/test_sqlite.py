@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
-from animus_flows.protocol import Scope, canonical_json, matches_filters
+from animus_flows.protocol import Scope, matches_filters
 from animus_flows.retrieval.degrade import run_degraded
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.base import EXPIRES_KEY
@@ -29,7 +29,6 @@ from animus_flows.stores.sqlite import (
     listing_statement,
     prefix_end,
     scoped_body,
-    stored_json,
 )
 from animus_flows.stores.term_counts import (
     COUNT_BATCH,
@@ -124,7 +123,7 @@ def prefixed(tmp_path_factory):
     prefix=st.one_of(
         st.sampled_from([key[:n] for key in PREFIX_KEYS for n in range(1, len(key) + 1)]),
         st.text(
-            st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]),
+            st.characters(blacklist_categories=["Cs", "Cc", "Zl", "Zp"]),
             min_size=1,
             max_size=3,
         ),
@@ -162,7 +161,7 @@ def test_a_key_prefix_read_walks_a_range_of_the_key_index(tmp_path):
 def test_a_key_prefix_is_checked_like_a_key(store):
     with pytest.raises(InvalidRequest, match="must be a non-empty string"):
         store._run("items_with_key_prefix", Scope("p"), "")
-    with pytest.raises(InvalidRequest, match="NUL"):
+    with pytest.raises(InvalidRequest, match="control character"):
         store._run("items_with_key_prefix", Scope("p"), "a\x00")
     with pytest.raises(InvalidRequest, match="limit 0 must be an integer >= 1"):
         store._run("items_with_key_prefix", Scope("p"), "a", limit=0)
@@ -173,7 +172,7 @@ def test_a_key_prefix_is_checked_like_a_key(store):
         st.one_of(
             st.sampled_from([*PREFIX_KEYS, "ab-expired", "abz"]),
             st.text(
-                st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]),
+                st.characters(blacklist_categories=["Cs", "Cc", "Zl", "Zp"]),
                 min_size=1,
                 max_size=8,
             ),
@@ -202,7 +201,7 @@ def test_get_many_checks_its_keys_like_get(store):
         store._run("get_many", Scope("p"), "key")
     with pytest.raises(InvalidRequest, match="not a set"):
         store._run("get_many", Scope("p"), {"key"})
-    with pytest.raises(InvalidRequest, match="NUL"):
+    with pytest.raises(InvalidRequest, match="control character"):
         store._run("get_many", Scope("p"), ["ok", "a\x00"])
     assert store._run("get_many", Scope("p"), []) == {}
 
@@ -225,7 +224,7 @@ def test_expiries_name_the_live_expiring_items_of_one_scope_as_get_reads_them(tm
         }
         with pytest.raises(InvalidRequest, match="keys 'kept' must be a list of keys"):
             store._run("expiries", Scope("p"), "kept")
-        with pytest.raises(InvalidRequest, match="NUL"):
+        with pytest.raises(InvalidRequest, match="control character"):
             store._run("expiries", Scope("p"), ["a\x00"])
 
 
@@ -872,37 +871,6 @@ def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
     last = MAX_CANDIDATES + 49
     assert [hit.key for hit in hits] == [f"w{last}", f"w{last - 1}", f"w{last - 2}"]
     assert [hit.score for hit in hits] == [0.0, 0.0, 0.0]
-
-
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=12,
-)
-
-
-def _decoded(decode, text):
-    try:
-        return decode(text)
-    except json.JSONDecodeError as exc:
-        return ("error", str(exc))
-
-
-@settings(max_examples=300, deadline=None)
-@given(JSON_VALUES)
-def test_stored_json_decodes_what_the_store_writes(value):
-    assert stored_json(canonical_json(value)) == value
-    assert stored_json(canonical_json(value).encode()) == value  # a BLOB, as json.loads takes
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=' {}[]",:0123456789.e-tfnaulsr\\', max_size=12))
-def test_stored_json_answers_any_text_as_json_loads_does(text):
-    assert _decoded(stored_json, text) == _decoded(json.loads, text)
 
 
 def test_a_fill_reads_past_expired_items(tmp_path):
