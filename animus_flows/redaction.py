@@ -359,12 +359,13 @@ def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
     skipped = frozenset(skip_keys)
 
     def text(node: str) -> str:
-        if node[:1] in "[{" and node[-1:] in "]}":  # JSON inside a string hides its keys
+        # JSON inside a string (an object, an array, or a string encoded again) hides its keys
+        if (node[:1], node[-1:]) in (("{", "}"), ("[", "]"), ('"', '"')) and len(node) > 1:
             try:
                 inner = json.loads(node)
             except ValueError:
                 inner = None
-            if isinstance(inner, dict | list):
+            if isinstance(inner, dict | list | str):
                 before = len(found)
                 redacted = walk(inner, None)
                 if len(found) > before:

@@ -51,6 +51,16 @@ class ZepMemoryStore(MemoryStoreBlock):
         gt=0,
         description="Deadline of one store operation in seconds, retries included.",
     )
+    max_retries: int = Field(
+        default=3,
+        ge=0,
+        description="How often a 408, 429 or 5xx answer is retried, with the SDK's backoff.",
+    )
 
     def _build_store(self) -> ZepStore:
-        return ZepStore(self.api_key, base_url=self.base_url, timeout_s=self.timeout_s)
+        return ZepStore(
+            self.api_key,
+            base_url=self.base_url,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+        )

@@ -17,7 +17,7 @@ def project(tmp_path, monkeypatch, zep_fake):
     (tmp_path / "animus.yaml").write_text(
         "version: 1\nproject: demo\nstores:\n"
         f"  memory-zep: {{type: zep, base_url: '{zep_fake.base_url}', api_key_env: {KEY_ENV},"
-        " timeout_s: 0.5}\n"
+        " timeout_s: 0.5, max_retries: 0}\n"
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(KEY_ENV, zep_fake.api_key)
@@ -48,10 +48,10 @@ def test_put_get_query_and_prune_through_zep(project, zep_fake):
 @pytest.mark.parametrize(
     "status,code,message",
     [
-        (401, 2, "error: Zep at https://zep.test/api/v2 refused the API key (HTTP 401 on GET"),
-        (403, 2, "error: Zep at https://zep.test/api/v2 refused the API key (HTTP 403 on GET"),
-        (503, 1, "error: Zep answered HTTP 503 to GET sessions/"),
-        (500, 1, "error: Zep answered HTTP 500 to GET sessions/"),
+        (401, 2, "error: Zep at https://zep.test/api/v2 refused the API key (HTTP 401 on memory."),
+        (403, 2, "error: Zep at https://zep.test/api/v2 refused the API key (HTTP 403 on memory."),
+        (503, 1, "error: Zep answered HTTP 503 to memory.get_session_messages: echo ***"),
+        (500, 1, "error: Zep answered HTTP 500 to memory.get_session_messages: echo ***"),
     ],
 )
 def test_http_failures_are_one_line_and_never_show_the_key(

@@ -262,7 +262,7 @@ def test_credentials_in_a_zep_base_url_are_never_shown(tmp_path):
 def test_a_zep_answer_quoting_the_key_is_scrubbed_before_it_is_shortened():
     key = "zk" + "7" * 30
     error = status_error(
-        500, "x" * 190 + " " + key, method="GET", path="sessions/s", base_url="u", secret=key
+        500, "x" * 190 + " " + key, where="memory.get_session", base_url="u", secret=key
     )
     assert error is not None and key[:9] not in str(error)
 

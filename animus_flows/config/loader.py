@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from animus_flows.config.models import ID_HINT, STORE_TYPES, WorkflowFile, has_control_character
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import is_valid_unicode
-from animus_flows.redaction import looks_like_secret
+from animus_flows.redaction import looks_like_secret, redact_head
 
 Loc = tuple[str | int, ...]
 
@@ -34,8 +34,28 @@ class Issue:
     at_key: bool = False  # point at the key itself (unknown keys) rather than its value
 
 
+#: The most values a workflow file may expand to, aliases counted each time they are used: a
+#: sane file holds a few thousand; a few hundred bytes of nested aliases can expand to billions.
+MAX_VALUES = 100_000
+#: The deepest nesting of mappings and lists a workflow file may have (a real one needs ~8).
+MAX_DEPTH = 64
+#: How much of a value an error line quotes.
+SHOWN_CHARS = 60
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one, and
+    integers too long to read with the line they are on."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more digits than int() reads (sys.get_int_max_str_digits)
+            raise yaml.MarkedYAMLError(
+                problem=f"the number {node.value[:20]}... has {len(node.value)} digits, too "
+                "many to read; quote it if it is text, or use a smaller number",
+                problem_mark=node.start_mark,
+            ) from None
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
@@ -49,6 +69,62 @@ class _Loader(yaml.SafeLoader):
                 )
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def _shown(value: object) -> str:
+    """`value` as an error line quotes it: its repr, cut to `SHOWN_CHARS`, secrets redacted."""
+    text = repr(value)
+    return redact_head(text, SHOWN_CHARS) + ("..." if len(text) > SHOWN_CHARS else "")
+
+
+def _check_size(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand past `MAX_VALUES` values, nest deeper than
+    `MAX_DEPTH` or refer to themselves, before anything is built from it (aliases share nodes:
+    the walk sizes each node once)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth < 0:  # its children are sized: size it
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            open_nodes.discard(id(node))
+            if size > MAX_VALUES:
+                _refuse(
+                    node,
+                    f"the aliases here expand to more than {MAX_VALUES} values; a workflow "
+                    "file needs far fewer: use fewer or smaller aliases",
+                )
+            sizes[id(node)] = size
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_nodes:
+            _refuse(node, "an alias refers to a value that contains it; remove the loop")
+        if depth > MAX_DEPTH:
+            _refuse(
+                node,
+                f"values nest more than {MAX_DEPTH} levels deep; a workflow file needs far "
+                "fewer: flatten it",
+            )
+        open_nodes.add(id(node))
+        stack.append((node, -1))
+        stack.extend((child, depth + 1) for child in _children(node))
+
+
+def _refuse(node: yaml.Node, problem: str) -> None:
+    raise yaml.MarkedYAMLError(problem=problem, problem_mark=node.start_mark)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def load_workflow(path: str | Path) -> WorkflowFile:
@@ -95,19 +171,37 @@ def _check_folder_project(project_id: str, path: Path) -> None:
 
 def parse_workflow(text: str, filename: str = "<string>") -> WorkflowFile:
     """Validate workflow YAML text; `filename` prefixes every error line."""
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # reads the text: a character YAML refuses fails here
         root = loader.get_single_node()
+        if root is not None:
+            _check_size(root)
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
         raise ConfigError(f"{filename}:{line}:{column}: invalid YAML: {problem}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a NUL, ...)
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise ConfigError(
+            f"{filename}:{line}:{column}: invalid YAML: the character {chr(exc.character)!r} "
+            "is not allowed in YAML; remove it"
+        ) from None
+    except RecursionError:  # nesting too deep for the YAML parser itself
+        mark = loader.get_mark()  # type: ignore[union-attr]
+        raise ConfigError(
+            f"{filename}:{mark.line + 1}:{mark.column + 1}: invalid YAML: values nest more than "
+            f"{MAX_DEPTH} levels deep; a workflow file needs far fewer: flatten it"
+        ) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{filename}:1:1: invalid YAML: {exc}") from None
+        problem = " ".join(str(exc).split())
+        raise ConfigError(f"{filename}:1:1: invalid YAML: {problem}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if not isinstance(data, dict):
         what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
         raise ConfigError(f"{filename}:1:1: the document is {what}; start it with `version: 1`")
@@ -141,9 +235,37 @@ def cross_check(wf: WorkflowFile) -> Iterator[Issue]:
         yield from _check_bindings(
             ("workflows", wf_name), workflow.memory_bindings, {p.id for p in workflow.phases}
         )
+        yield from _check_label_clashes(wf, wf_name)
     for agent_id, agent in wf.agents.items():
         # an agent can serve in any workflow: its bindings may name any phase id
         yield from _check_bindings(("agents", agent_id), agent.memory_bindings, all_phases)
+
+
+def _check_label_clashes(wf: WorkflowFile, wf_name: str) -> Iterator[Issue]:
+    """A workflow binding whose label an agent binding of one of its phases also uses: the two
+    would share one budget cap and one audit line in that phase."""
+    workflow = wf.workflows[wf_name]
+    reported: set[tuple[str, int]] = set()
+    for phase in workflow.phases:
+        agent = wf.agents.get(phase.agent)
+        if agent is None:
+            continue  # reported as an unknown agent
+        mine = {b.binding: i for i, b in enumerate(agent.memory_bindings) if b.applies_to(phase.id)}
+        for index, binding in enumerate(workflow.memory_bindings):
+            other = mine.get(binding.binding)
+            if (
+                other is None
+                or not binding.applies_to(phase.id)
+                or (phase.agent, index) in reported
+            ):
+                continue
+            reported.add((phase.agent, index))
+            yield Issue(
+                ("workflows", wf_name, "memory_bindings", index, "binding"),
+                f"label {binding.binding!r} is also agents.{phase.agent}.memory_bindings[{other}]"
+                f"'s, and both apply to phase {phase.id!r}; bindings of one phase share a "
+                "budget and an audit line by label: give each a distinct label",
+            )
 
 
 def _check_bindings(owner: Loc, bindings: list[Any], phases: set[str]) -> Iterator[Issue]:
@@ -217,7 +339,7 @@ def _issue_from_pydantic(error: dict[str, Any]) -> Issue:
         found = f"unknown store type {ctx.get('tag')!r}" if "tag" in ctx else "missing `type`"
         at_key = kind == "union_tag_not_found"
         return Issue((*loc, "type"), f"{found}; expected one of {expected}", at_key=at_key)
-    shown = "" if _is_secret(loc, value) else f", got {value!r}"
+    shown = "" if _is_secret(loc, value) else f", got {_shown(value)}"
     messages = {
         "greater_than_equal": f"must be >= {ctx.get('ge')}{shown}",
         "greater_than": f"must be > {ctx.get('gt')}{shown}",
@@ -242,9 +364,9 @@ def _issue_from_pydantic(error: dict[str, Any]) -> Issue:
     }
     if kind == "string_pattern_mismatch":
         if "/" in str(ctx.get("pattern", "")):
-            message = f"{value!r} must look like '<block-type-slug>/<block-name>'"
+            message = f"{_shown(value)} must look like '<block-type-slug>/<block-name>'"
         else:
-            message = f"{value!r} is not a valid id; use {ID_HINT}"
+            message = f"{_shown(value)} is not a valid id; use {ID_HINT}"
         return Issue(loc, message)
     if kind == "value_error":
         return Issue(loc, str(error["msg"]).removeprefix("Value error, "))

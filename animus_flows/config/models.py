@@ -94,6 +94,9 @@ class ZepSpec(Model):
         "ZEP_API_KEY", description="Name of the environment variable holding the API key."
     )
     timeout_s: float = Field(10.0, gt=0, description="Deadline for one call, retries included.")
+    max_retries: int = Field(
+        3, ge=0, description="Retries of a 408, 429 or 5xx answer (the SDK's backoff)."
+    )
 
     @field_validator("api_key_env")
     @classmethod
@@ -371,6 +374,16 @@ class WorkflowFile(Model):
     workflows: dict[Identifier, WorkflowConfig] = Field(default_factory=dict)
 
     _source: Path | None = PrivateAttr(None)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _integer_version(cls, version: object) -> object:
+        # Literal[1] alone takes `true` and `1.0` (both equal 1 in Python)
+        if type(version) is not int:
+            raise ValueError(
+                f"must be the integer 1, got {str(version)[:20]!r}; write `version: 1`"
+            )
+        return version
 
     @field_validator("project")
     @classmethod

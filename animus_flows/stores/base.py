@@ -132,6 +132,12 @@ def metadata_object(metadata: object) -> dict[str, JSON]:
     if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
         raise InvalidRequest(f"metadata {metadata!r} must be an object with string keys")
     for name in metadata:
+        if name != "sensitivity" and _near("sensitivity", name):
+            # a typo here would silently make the item PUBLIC: never guess, never drop it
+            raise InvalidRequest(
+                f"metadata key {shown_head(name)} looks like a misspelt 'sensitivity' (did you "
+                "mean 'sensitivity'?); spell it exactly, or the item would be read as public"
+            )
         if name.startswith(HOST_METADATA_PREFIX):
             # An expiry the caller wrote would be read as the store's own (or fail to parse).
             fix = "pass ttl_seconds= instead" if name == EXPIRES_KEY else "rename it"
@@ -140,6 +146,25 @@ def metadata_object(metadata: object) -> dict[str, JSON]:
                 f"{HOST_METADATA_PREFIX!r} belong to the store machinery; {fix}"
             )
     return metadata
+
+
+def _near(word: str, name: str) -> bool:
+    """Whether `name` is `word` but for case, surrounding whitespace, or one or two letters
+    (inserted, dropped or changed)."""
+    name = name.strip().casefold()
+    if name == word:
+        return True
+    if abs(len(name) - len(word)) > 2:
+        return False
+    previous = list(range(len(word) + 1))  # Levenshtein distance, row by row
+    for i, char in enumerate(name, 1):
+        current = [i]
+        for j, wanted in enumerate(word, 1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != wanted))
+            )
+        previous = current
+    return previous[-1] <= 2
 
 
 def stored_expiry(raw: object, scope: Scope, key: str) -> datetime | None:

@@ -14,7 +14,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import SecretStr
@@ -39,11 +39,13 @@ from animus_flows.redaction import shown_url
 from animus_flows.stores import zep_wire as wire
 from animus_flows.stores.base import BaseStore, check_scope
 from animus_flows.stores.zep_http import (
-    RetryingHttpClient,
-    RetryPolicy,
     ZepConflict,
     ZepNotFound,
+    body_text,
     deadline,
+    is_retryable,
+    status_error,
+    unreachable,
 )
 
 if TYPE_CHECKING:
@@ -67,7 +69,8 @@ class ZepStore(BaseStore):
         timeout_s: the deadline of one store operation, retries included.
         http_client: an `httpx.AsyncClient` to send requests with; the store never closes a
             client it did not open.
-        retry: how 408/429/5xx answers and network errors are retried within the deadline.
+        max_retries: how often the SDK retries a 408, 429 or 5xx answer (its exponential
+            backoff, or the server's Retry-After), within the deadline.
         page_size: messages and sessions fetched per listing request.
 
     Example:
@@ -98,7 +101,7 @@ class ZepStore(BaseStore):
         base_url: str = DEFAULT_BASE_URL,
         timeout_s: float = 10.0,
         http_client: httpx.AsyncClient | None = None,
-        retry: RetryPolicy | None = None,
+        max_retries: int = 3,
         page_size: int = PAGE_SIZE,
     ) -> None:
         key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
@@ -109,7 +112,7 @@ class ZepStore(BaseStore):
         self._api_key = SecretStr(key)
         self.base_url = base_url.rstrip("/").removesuffix(API_PREFIX)
         self.timeout_s = timeout_s
-        self.retry = retry or RetryPolicy()
+        self.max_retries = max_retries
         self.page_size = page_size
         self._injected_client = http_client
         self._own_client: httpx.AsyncClient | None = None
@@ -128,7 +131,9 @@ class ZepStore(BaseStore):
                 f"{where}: no Zep API key; set the {spec.api_key_env} environment variable "
                 "(or name another one with api_key_env)"
             )
-        return cls(key, base_url=spec.base_url, timeout_s=spec.timeout_s)
+        return cls(
+            key, base_url=spec.base_url, timeout_s=spec.timeout_s, max_retries=spec.max_retries
+        )
 
     def describe(self) -> str:
         return f"ZepStore({shown_url(self.base_url)!r})"
@@ -153,15 +158,10 @@ class ZepStore(BaseStore):
         # Built from the SDK's parts rather than `AsyncZep`, whose constructor lets the
         # ZEP_API_URL environment variable override the configured base_url.
         wrapper = AsyncClientWrapper(
-            api_key=key, base_url=self.base_url + API_PREFIX, timeout=None, httpx_client=client
-        )
-        wrapper.httpx_client = RetryingHttpClient(
+            api_key=key,
+            base_url=self.base_url + API_PREFIX,
+            timeout=self.timeout_s,
             httpx_client=client,
-            base_headers=wrapper.get_headers(),
-            base_url=wrapper.get_base_url(),
-            policy=self.retry,
-            default_timeout_s=self.timeout_s,
-            secret=key,
         )
         memory, users = (
             AsyncMemoryClient(client_wrapper=wrapper),
@@ -169,6 +169,35 @@ class ZepStore(BaseStore):
         )
         self._sdk = (loop, memory, users)
         return memory, users
+
+    async def _call(self, method: Any, *args: Any, create: bool = False, **kwargs: Any) -> Any:
+        """One SDK call, retried by the SDK (a creation never: Zep answers 409 when the thing
+        exists, which is an answer, not a fault), its failure mapped onto our errors."""
+        options = {"max_retries": 0 if create else self.max_retries}
+        try:
+            return await method(*args, request_options=options, **kwargs)
+        except ApiError as exc:
+            if exc.status_code is None:
+                raise
+            found = status_error(
+                exc.status_code,
+                body_text(exc.body),
+                where=_call_name(method),
+                base_url=shown_url(self.base_url + API_PREFIX),
+                secret=self._api_key.get_secret_value(),
+            )
+            if found is None:
+                raise
+            if is_retryable(exc.status_code) and not create:
+                raise type(found)(
+                    f"{found}; gave up after {self.max_retries + 1} attempt(s) (Zep is "
+                    "unavailable or rate-limiting: retry later)"
+                ) from None
+            raise found from None
+        except httpx.TransportError as exc:
+            if isinstance(exc, httpx.TimeoutException):
+                raise  # the deadline reports it
+            raise unreachable(self.base_url + API_PREFIX, exc) from None
 
     @contextlib.asynccontextmanager
     async def _operation(self, what: str) -> AsyncIterator[None]:
@@ -192,14 +221,16 @@ class ZepStore(BaseStore):
             return user
         _, users = self._clients()
         try:
-            await users.get(user)
+            await self._call(users.get, user)
         except ZepNotFound:
             try:
-                await users.add(user_id=user, metadata=wire.user_metadata(project_id))
+                await self._call(
+                    users.add, user_id=user, metadata=wire.user_metadata(project_id), create=True
+                )
             except (ZepConflict, InvalidRequest) as refused:
                 # Another writer may have created it first; if not, the refusal stands.
                 try:
-                    await users.get(user)
+                    await self._call(users.get, user)
                 except ZepNotFound:
                     raise refused from None
         self._known_users.add(user)
@@ -210,19 +241,21 @@ class ZepStore(BaseStore):
         memory, _ = self._clients()
         session = wire.session_id(scope)
         try:
-            found = await memory.get_session(session)
+            found = await self._call(memory.get_session, session)
         except ZepNotFound:
             user = await self._ensure_user(scope.project_id)
             try:
-                await memory.add_session(
+                await self._call(
+                    memory.add_session,
                     session_id=session,
                     user_id=user,
                     metadata=wire.session_metadata(scope, live=True),
+                    create=True,
                 )
                 return session
             except (ZepConflict, InvalidRequest) as refused:
                 try:
-                    found = await memory.get_session(session)  # created meanwhile?
+                    found = await self._call(memory.get_session, session)  # created meanwhile?
                 except ZepNotFound:
                     raise refused from None
         owner = wire.session_scope(found.metadata)
@@ -232,7 +265,9 @@ class ZepStore(BaseStore):
                 f"not {scope}; remove that session from the Zep project"
             )
         if not wire.session_is_live(found.metadata):
-            await memory.update_session(session, metadata=wire.session_metadata(scope, live=True))
+            await self._call(
+                memory.update_session, session, metadata=wire.session_metadata(scope, live=True)
+            )
         return session
 
     async def _versions(self, scope: Scope) -> list[wire.Version]:
@@ -243,8 +278,8 @@ class ZepStore(BaseStore):
         page = 1
         while True:
             try:
-                listing = await memory.get_session_messages(
-                    session, limit=self.page_size, cursor=page
+                listing = await self._call(
+                    memory.get_session_messages, session, limit=self.page_size, cursor=page
                 )
             except ZepNotFound:
                 return versions
@@ -275,14 +310,17 @@ class ZepStore(BaseStore):
             current = wire.latest(older).get(key)
             created_at = now if current is None or current.expired(now) else current.item.created_at
             body = wire.message(scope, key, value, metadata, created_at, now)
-            await memory.add(session, messages=[Message(**body)])
+            await self._call(memory.add, session, messages=[Message(**body)])
             # Zep cannot delete or rewrite one message: mark older versions so searches skip
             # them (listing already prefers the newest).
             for version in older:
                 if not version.superseded and version.uuid is not None:
                     with contextlib.suppress(ZepNotFound):  # the scope was deleted meanwhile
-                        await memory.update_message_metadata(
-                            session, version.uuid, metadata=wire.superseded(version.raw_metadata)
+                        await self._call(
+                            memory.update_message_metadata,
+                            session,
+                            version.uuid,
+                            metadata=wire.superseded(version.raw_metadata),
                         )
         return MemoryItem(scope, key, value, metadata, created_at, now)
 
@@ -302,7 +340,8 @@ class ZepStore(BaseStore):
             # Filters are applied here, after ranking, so a filtered query asks for the most.
             limit = MAX_SEARCH_LIMIT if filters else min(MAX_SEARCH_LIMIT, 2 * top_k)
             try:
-                found = await memory.search_sessions(
+                found = await self._call(
+                    memory.search_sessions,
                     text=text,
                     user_id=wire.user_id(scope.project_id),
                     session_ids=[session],
@@ -347,8 +386,12 @@ class ZepStore(BaseStore):
             memory, _ = self._clients()
             page = start // self.page_size + 1
             while len(found) <= limit:
-                listing = await memory.list_sessions(
-                    page_number=page, page_size=self.page_size, order_by="created_at", asc=True
+                listing = await self._call(
+                    memory.list_sessions,
+                    page_number=page,
+                    page_size=self.page_size,
+                    order_by="created_at",
+                    asc=True,
                 )
                 sessions = listing.sessions or []
                 for index, session in enumerate(sessions):
@@ -379,10 +422,12 @@ class ZepStore(BaseStore):
             deleted = sum(1 for v in wire.latest(versions).values() if not v.expired(now))
             if versions:
                 with contextlib.suppress(ZepNotFound):
-                    await memory.delete(session)
+                    await self._call(memory.delete, session)
             with contextlib.suppress(ZepNotFound):  # never written, or removed with its memory
-                await memory.update_session(
-                    session, metadata=wire.session_metadata(scope, live=False)
+                await self._call(
+                    memory.update_session,
+                    session,
+                    metadata=wire.session_metadata(scope, live=False),
                 )
         return deleted
 
@@ -393,3 +438,10 @@ class ZepStore(BaseStore):
             versions = wire.latest(await self._versions(scope)).values()
         now = utcnow()
         return sum(1 for version in versions if not version.expired(now))
+
+
+def _call_name(method: Any) -> str:
+    """`memory.get_session` for the SDK method `AsyncMemoryClient.get_session`: how errors
+    name the call that failed."""
+    group = type(method.__self__).__name__.removeprefix("Async").removesuffix("Client").lower()
+    return f"{group}.{method.__name__}"

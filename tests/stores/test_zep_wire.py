@@ -3,7 +3,6 @@
 import re
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 
 from animus_flows.errors import ConfigError, InvalidRequest, StoreUnavailable
@@ -11,11 +10,9 @@ from animus_flows.protocol import Scope
 from animus_flows.stores import zep_wire as wire
 from animus_flows.stores.base import EXPIRES_KEY
 from animus_flows.stores.zep_http import (
-    RetryPolicy,
     ZepConflict,
     ZepNotFound,
     is_retryable,
-    retry_after,
     status_error,
 )
 from animus_flows.testing.conformance import AWKWARD_ID_PAIRS
@@ -153,7 +150,7 @@ KEY = "z_secret-key-value"
 
 def error(status, body='{"message": "boom"}'):
     return status_error(
-        status, body, method="GET", path="sessions/x", base_url="https://zep.test", secret=KEY
+        status, body, where="memory.get_session", base_url="https://zep.test", secret=KEY
     )
 
 
@@ -167,7 +164,7 @@ def test_a_refused_key_is_a_configuration_error_naming_the_fix(status):
     found = error(status)
     assert isinstance(found, ConfigError)
     assert str(found) == (
-        f"Zep at https://zep.test refused the API key (HTTP {status} on GET sessions/x); set a "
+        f"Zep at https://zep.test refused the API key (HTTP {status} on memory.get_session); set a "
         "valid key for this Zep project in api_key_env (default ZEP_API_KEY) or the block's "
         "api_key"
     )
@@ -194,18 +191,3 @@ def test_server_text_is_shortened_and_scrubbed_of_the_key():
     echoed = error(500, f"<html>invalid header Authorization: Api-Key {KEY}</html>" + "x" * 500)
     assert KEY not in str(echoed) and "Api-Key ***" in str(echoed)
     assert len(str(echoed)) < 300
-
-
-def test_retry_after_in_seconds_or_as_a_date():
-    assert retry_after(httpx.Headers({"retry-after": "2"})) == 2.0
-    assert retry_after(httpx.Headers({})) is None
-    assert retry_after(httpx.Headers({"retry-after": "soon"})) is None
-    date = (datetime.now(UTC) + timedelta(seconds=30)).strftime("%a, %d %b %Y %H:%M:%S GMT")
-    assert 25 < retry_after(httpx.Headers({"retry-after": date})) <= 30
-
-
-def test_backoff_doubles_up_to_the_cap_with_jitter():
-    policy = RetryPolicy(initial_backoff_s=0.1, max_backoff_s=0.4)
-    for retry, ceiling in [(1, 0.1), (2, 0.2), (3, 0.4), (8, 0.4)]:
-        delays = [policy.backoff(retry) for _ in range(50)]
-        assert all(ceiling / 2 <= delay <= ceiling for delay in delays)
