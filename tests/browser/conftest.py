@@ -1,9 +1,10 @@
 """Browser tests: a real Prefect server with its UI, and Debian's chromium driven by playwright.
 
-The server, the browser and `run_example` are session-scoped, so every test under tests/browser
-shares one server and one browser and runs workflows of its own against them. These tests run
-last in the session (see `pytest_collection_modifyitems`): the server and the browser start
-when the first of them needs one and stop when the suite ends.
+The server, the browser, `animus_run` (any workflow file) and `run_example` (a copy of one of
+examples/) are session-scoped, so every test under tests/browser shares one server and one
+browser and runs workflows of its own against them; `ui_page` is a fresh page per test.
+These tests run last in the session (see `pytest_collection_modifyitems`): the server and the
+browser start when the first of them needs one and stop when the suite ends.
 
 The browser is /usr/bin/chromium from Debian (`apt-get install chromium`), never one that
 `playwright install` downloads. Without it (or without playwright) the tests skip with the
@@ -256,9 +257,12 @@ def small(path: Path) -> None:
     palette.save(path, optimize=True)
 
 
-CONTENT_HEIGHT = """() => Math.max(document.documentElement.scrollHeight, ...[...document.querySelectorAll("*")]
-    .filter(e => ["auto", "scroll"].includes(getComputedStyle(e).overflowY))
-    .map(e => e.scrollHeight + e.getBoundingClientRect().top))"""
+# The height of the page's content, the scrolling panes' included.
+CONTENT_HEIGHT = """() => Math.max(
+    document.documentElement.scrollHeight,
+    ...[...document.querySelectorAll("*")]
+        .filter(e => ["auto", "scroll"].includes(getComputedStyle(e).overflowY))
+        .map(e => e.scrollHeight + e.getBoundingClientRect().top))"""
 
 
 @pytest.fixture
@@ -290,56 +294,90 @@ def screenshot(tmp_path: Path) -> Callable[[Any, str], Path]:
 
 
 @dataclass(frozen=True)
-class ExampleRun:
-    """One `animus run --json` of a copy of an example, against the session's server."""
+class AnimusRun:
+    """One `animus run ... --json` against the session's server."""
 
-    folder: Path  # the copy's parent: the command ran here, as from the repository root
     workflow_file: Path
-    summary: dict[str, Any]  # the --json document
+    returncode: int
+    summary: dict[str, Any] | None  # the --json document; None when the run printed none
     stderr: str
 
     @property
     def flow_run_id(self) -> str:
+        assert self.summary is not None, f"the run printed no summary:\n{self.stderr}"
         return self.summary["flow_run_id"]
 
 
 @pytest.fixture(scope="session")
+def animus_run(prefect_ui_server: PrefectServer) -> Callable[..., AnimusRun]:
+    """`animus_run(path, task_id=..., workflow=..., cwd=..., check=True)` runs
+    `animus run PATH --json` as a subprocess against the session's server; with `check`, a
+    non-zero exit fails the test with the run's stderr."""
+
+    def run(
+        workflow_file: Path,
+        *,
+        task_id: str | None = None,
+        workflow: str | None = None,
+        cwd: Path | None = None,
+        check: bool = True,
+    ) -> AnimusRun:
+        where = cwd or workflow_file.parent
+        shown = (
+            workflow_file.relative_to(where)
+            if workflow_file.is_relative_to(where)
+            else workflow_file
+        )
+        command = [str(BIN / "animus"), "run", str(shown), "--json"]
+        command += ["--task-id", task_id] if task_id is not None else []
+        command += ["--workflow", workflow] if workflow is not None else []
+        done = subprocess.run(
+            command, cwd=where, env=prefect_ui_server.client_env(), capture_output=True,
+            text=True, timeout=300,
+        )  # fmt: skip
+        if check:
+            assert done.returncode == 0, (
+                f"{' '.join(command)} exited {done.returncode}:\n{done.stderr}"
+            )
+        try:
+            summary = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            summary = None
+        return AnimusRun(workflow_file, done.returncode, summary, done.stderr)
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def run_example(
-    prefect_ui_server: PrefectServer, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[..., ExampleRun]:
+    prefect_ui_server: PrefectServer,
+    animus_run: Callable[..., AnimusRun],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[..., AnimusRun]:
     """`run_example("trade-desk", task_id="RES-001")` copies examples/trade-desk into a
     temporary folder (the checkout's store is never touched), seeds it when it has a seed.py,
     lets `edit(copy)` change the copy, and runs `animus run examples/<name>/<workflow_file>
-    --task-id ... --json` as a subprocess against the session's server."""
+    --json` from the copy's parent, as from the repository root."""
 
     def run(
         name: str,
         *,
         workflow_file: str = "animus.yaml",
-        task_id: str | None = None,
-        workflow: str | None = None,
         edit: Callable[[Path], None] | None = None,
-    ) -> ExampleRun:
-        folder = tmp_path_factory.mktemp(f"run-{name}")
-        copy = folder / "examples" / name
-        ignore = shutil.ignore_patterns(".animus", "__pycache__")
-        shutil.copytree(EXAMPLES / name, copy, ignore=ignore)
-        env = prefect_ui_server.client_env()
+        **options: Any,
+    ) -> AnimusRun:
+        root = tmp_path_factory.mktemp(f"run-{name}")
+        copy = root / "examples" / name
+        shutil.copytree(
+            EXAMPLES / name, copy, ignore=shutil.ignore_patterns(".animus", "__pycache__")
+        )
         if (copy / "seed.py").exists():
             subprocess.run(
-                [sys.executable, "seed.py"], cwd=copy, env=env, check=True, timeout=120,
-                capture_output=True,
+                [sys.executable, "seed.py"], cwd=copy, env=prefect_ui_server.client_env(),
+                check=True, timeout=120, capture_output=True,
             )  # fmt: skip
         if edit is not None:
             edit(copy)
-        relative = Path("examples") / name / workflow_file
-        command = [str(BIN / "animus"), "run", str(relative), "--json"]
-        command += ["--task-id", task_id] if task_id is not None else []
-        command += ["--workflow", workflow] if workflow is not None else []
-        done = subprocess.run(
-            command, cwd=folder, env=env, capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{done.stderr}"
-        return ExampleRun(folder, folder / relative, json.loads(done.stdout), done.stderr)
+        return animus_run(copy / workflow_file, cwd=root, **options)
 
     return run
