@@ -50,6 +50,8 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1600, "height": 1000}
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 SERVER_STARTUP_S = 180  # a cold start migrates the database and copies the UI: slow on loaded CI
+IDLE_SERVICES = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS",
+                 "REPOSSESSOR", "TRIGGERS", "CLEANUP_RECONCILER")  # fmt: skip
 UI_TIMEOUT_MS = 30_000  # the longest a page may take to show what a test waits for
 
 
@@ -136,27 +138,44 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def stop_process_group(process: subprocess.Popen[bytes]) -> None:
-    """Stop the process and everything it started (its own process group); idempotent."""
-    if process.poll() is None:
+class ProcessGroup:
+    """A child started in a process group of its own, and stopped whole: no orphans.
+
+    The leader is reaped only once the group has been killed: until then its zombie keeps
+    its pid, which is the group's id, from being reused, so the signals reach no one else.
+    """
+
+    def __init__(self, command: list[str], **options: Any) -> None:
+        self.process = subprocess.Popen(command, start_new_session=True, **options)
+
+    def poll(self) -> int | None:
+        """The leader's exit status once it has exited, without reaping it."""
+        if self.process.returncode is not None:
+            return self.process.returncode
+        info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return None if info is None else info.si_status
+
+    def stop(self, grace_s: float = 15) -> None:
+        """SIGTERM to the group, SIGKILL to whatever is left after `grace_s`; idempotent."""
+        if self.process.returncode is not None:
+            return  # stopped and reaped already
+        pgid = self.process.pid
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=15)
-    with contextlib.suppress(ProcessLookupError):  # anything left in the group
-        os.killpg(process.pid, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):  # stragglers, or a leader that hung
+            os.killpg(pgid, signal.SIGKILL)
+        self.process.wait(timeout=15)
 
 
-def wait_until_healthy(server: PrefectServer, process: subprocess.Popen[bytes]) -> None:
+def wait_until_healthy(server: PrefectServer, process: ProcessGroup) -> None:
     deadline = time.monotonic() + SERVER_STARTUP_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(
-                f"prefect server exited with code {process.returncode} before it answered:\n"
+                f"prefect server exited with code {process.poll()} before it answered:\n"
                 f"{server.log_tail()}",
                 pytrace=False,
             )
@@ -191,19 +210,21 @@ def prefect_ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pref
         # Events reach the event feed once persisted; the default waits up to 5 s for a batch.
         "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "0.5",
         "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+        # Services that schedule, reschedule or clean up runs: nothing here needs them, and
+        # they share the machine's CPU with the suite. Events and task runs are recorded.
+        **{f"PREFECT_SERVER_SERVICES_{service}_ENABLED": "false" for service in IDLE_SERVICES},
     }
     command = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     with server.log.open("wb") as log:
-        process = subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, stopped whole
-        )  # fmt: skip
-    atexit.register(stop_process_group, process)  # should the session die before teardown
+        process = ProcessGroup(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+    atexit.register(process.stop)  # should the session end without its teardown
     try:
         wait_until_healthy(server, process)
         yield server
     finally:
-        stop_process_group(process)
+        process.stop()
 
 
 # -- the browser ---------------------------------------------------------------------------
