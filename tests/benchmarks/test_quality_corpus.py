@@ -28,6 +28,11 @@ ev = _load_evaluate()
 
 
 @pytest.fixture(scope="module")
+def corpus():
+    return ev.load_corpus()
+
+
+@pytest.fixture(scope="module")
 def counter():
     return TokenCounter("cl100k_base")
 
@@ -42,7 +47,51 @@ def tiny_corpus(questions=None):
     return ev.Corpus((scope,), tuple(questions or ()))
 
 
-# -- the corpus ---------------------------------------------------------------------------
+# -- the corpus ------------------------------------------------------------------------------
+
+
+def test_the_corpus_validates(corpus):
+    assert ev.validate(corpus) == []
+
+
+def test_the_corpus_has_the_counts_styles_and_kinds_asked_for(corpus):
+    assert corpus.memories() >= 360
+    assert len(corpus.scopes) >= 6
+    for style in ("conversation", "agent-memory"):
+        assert sum(scope.style == style for scope in corpus.scopes) >= 3
+    assert len(corpus.questions) >= 180
+    for kind in ev.KINDS:
+        assert sum(q.kind == kind for q in corpus.questions) >= 25, kind
+
+
+def test_every_relevant_key_is_an_item_of_the_questions_scope(corpus):
+    for question in corpus.questions:
+        keys = corpus.scope(question.scope).keys()
+        assert question.relevant, question.id
+        assert set(question.relevant) <= keys, question.id
+
+
+def test_conversation_turns_name_their_speaker_and_session_date(corpus):
+    for scope in corpus.scopes:
+        if scope.style == "conversation":
+            assert 60 <= len(scope.memories) <= 120
+            speakers = {memory.text.split(":", 1)[0] for memory in scope.memories}
+            assert len(speakers) == 2, scope.id
+            assert all(memory.session_date for memory in scope.memories)
+
+
+def test_paraphrase_questions_share_no_content_stem_with_their_answers(corpus):
+    assert ev.paraphrase_overlaps(corpus) == {}
+
+
+def test_inflection_questions_reach_their_answer_through_another_inflection(corpus):
+    assert ev.inflection_misfits(corpus) == []
+
+
+def test_the_corpus_file_is_utf8_pretty_printed_json():
+    text = (QUALITY / "corpus.json").read_text(encoding="utf-8")
+    assert text.startswith('{\n  "')
+    assert text.endswith("}\n")
 
 
 def test_validate_names_a_relevant_key_missing_from_the_scope():
