@@ -15,7 +15,8 @@ corpus once, `search` one scope for one question, `close`. Two ship here:
 - `BM25Retriever`: the yardstick. Okapi BM25 (k1 1.2, b 0.75) over English words with stop
   words removed and Snowball stems, its statistics computed per scope.
 - `SQLiteStoreRetriever`: a real `animus_flows.stores.SQLiteStore` in a temporary folder, one
-  store scope per corpus scope, queried with `store.query(scope, question, top_k=N)`.
+  store scope per corpus scope, queried with `store.query(scope, question, top_k=N)`; with
+  `file_per_scope=True`, one store file per scope (a diagnostic of per-scope statistics).
 
 Example (from the benchmarks folder, as `bench_quality.py` runs it):
     ```python
@@ -42,7 +43,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from animus_flows.budget import BindingCaps, Candidate, TokenCounter, pack
+from animus_flows.budget import BindingCaps, Candidate, TokenCounter, pack, render_block
 
 #: The corpus shipped beside this module.
 CORPUS_PATH = Path(__file__).with_name("corpus.json")
@@ -179,6 +180,14 @@ def load_corpus(path: str | Path | None = None) -> Corpus:
     except KeyError as exc:
         raise ValueError(f"the corpus lacks the field {exc.args[0]!r} somewhere") from None
     return Corpus(scopes, questions)
+
+
+def scope_tokens(scope: CorpusScope, counter: TokenCounter, binding: str = "corpus") -> int:
+    """The tokens of all of `scope`'s items rendered as the hook renders them: a budget this
+    large holds the whole scope, whatever the ranking."""
+    return sum(
+        counter.count(render_block(Candidate(binding, m.key, m.text, 0.0))) for m in scope.memories
+    )
 
 
 def validate(corpus: Corpus) -> list[str]:
@@ -492,14 +501,25 @@ class SQLiteStoreRetriever:
     temporary folder, each corpus scope as `Scope("quality", agent_id=<scope id>)`, each
     memory's value `{"content": text}` with its `session_date` (and other fields) as metadata;
     questions asked with `store.query(scope, question, top_k=limit)`.
+
+    `file_per_scope=True` gives every scope a store file of its own: a diagnostic, since the
+    ranking's statistics then cover that scope alone, as DESIGN.md section 11 asks of them.
     """
 
-    name = "SQLiteStore (as it is)"
     project_id = "quality"
 
-    def __init__(self) -> None:
+    def __init__(self, *, file_per_scope: bool = False) -> None:
+        self.file_per_scope = file_per_scope
+        self.name = (
+            "SQLiteStore, one file per scope" if file_per_scope else "SQLiteStore (as it is)"
+        )
         self._folder: tempfile.TemporaryDirectory[str] | None = None
-        self.store: Any = None
+        self.stores: dict[str, Any] = {}
+
+    @property
+    def store(self) -> Any:
+        """The one store (or the first one, with `file_per_scope`); None before `index`."""
+        return next(iter(self.stores.values()), None)
 
     def scope_of(self, scope_id: str) -> Any:
         from animus_flows.protocol import Scope
@@ -511,9 +531,13 @@ class SQLiteStoreRetriever:
 
         await self.close()
         self._folder = tempfile.TemporaryDirectory(prefix="animus-quality-")
-        self.store = SQLiteStore(Path(self._folder.name) / "quality.db")
-        entries = []
+        files: dict[str, Any] = {}
         for scope in corpus.scopes:
+            name = scope.id if self.file_per_scope else "quality"
+            if name not in files:
+                files[name] = SQLiteStore(Path(self._folder.name) / f"{name}.db")
+            self.stores[scope.id] = files[name]
+            entries = []
             for memory in scope.memories:
                 metadata = dict(memory.extra)
                 if memory.session_date is not None:
@@ -521,19 +545,20 @@ class SQLiteStoreRetriever:
                 entries.append(
                     (self.scope_of(scope.id), memory.key, {"content": memory.text}, metadata)
                 )
-        await self.store.put_many(entries)
-        await self.store.optimize()
+            await files[name].put_many(entries)
+        for store in files.values():
+            await store.optimize()
 
     async def search(self, scope: str, question: str, limit: int) -> list[Ranked]:
         from animus_flows.protocol import indexed_text
 
-        hits = await self.store.query(self.scope_of(scope), question, top_k=limit)
+        hits = await self.stores[scope].query(self.scope_of(scope), question, top_k=limit)
         return [Ranked(hit.key, indexed_text(hit.value), hit.score) for hit in hits]
 
     async def close(self) -> None:
-        if self.store is not None:
-            await self.store.aclose()
-            self.store = None
+        for store in {id(store): store for store in self.stores.values()}.values():
+            await store.aclose()
+        self.stores = {}
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None

@@ -252,6 +252,27 @@ async def test_the_sqlite_adapter_loads_each_scope_and_queries_the_store():
         await retriever.close()
 
 
+async def test_the_sqlite_adapter_can_give_each_scope_a_file_of_its_own():
+    memories = (ev.Memory("x1", "Brent rolls on Thursday before noon", "2026-01-09"),)
+    other = ev.CorpusScope("agent-b", "agent-memory", memories)
+    corpus = ev.Corpus((tiny_corpus().scopes[0], other), ())
+    retriever = ev.SQLiteStoreRetriever(file_per_scope=True)
+    await retriever.index(corpus)
+    try:
+        assert retriever.stores["conv-a"] is not retriever.stores["agent-b"]
+        assert [r.key for r in await retriever.search("agent-b", "Brent", 5)] == ["x1"]
+        assert [r.key for r in await retriever.search("conv-a", "lighthouse", 5)] == ["m2"]
+    finally:
+        await retriever.close()
+    assert retriever.stores == {}
+
+
+def test_scope_tokens_counts_every_item_as_rendered(counter):
+    scope = tiny_corpus().scopes[0]
+    expected = sum(counter.count(f"[corpus/{m.key}] {m.text}\n") for m in scope.memories)
+    assert ev.scope_tokens(scope, counter) == expected
+
+
 async def test_evaluate_reports_recall_per_kind_and_overall(counter):
     questions = [
         ev.Question("q1", "conv-a", "Who explored the lighthouse?", ("m2",), "lexical"),
