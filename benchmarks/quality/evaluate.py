@@ -40,6 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,14 +54,19 @@ KINDS = ("lexical", "paraphrase", "multi-hop", "temporal", "distractor", "inflec
 #: The scope styles: dialogues between two people, and memories of agent teams.
 STYLES = ("conversation", "agent-memory")
 
-#: What the corpus must hold at least (checked by `validate`).
+#: What the corpus must hold at least (checked by `validate`). A conversation runs to several
+#: hundred turns over 10 to 25 sessions, so that a 2,000-token budget holds a small share of it
+#: (about 15%), as in the long-term conversational-memory benchmarks this corpus stands in for.
 MIN_MEMORIES = 360
 MIN_SCOPES = 6
 MIN_SCOPES_PER_STYLE = 3
 MIN_QUESTIONS = 180
 MIN_QUESTIONS_PER_KIND = 25
-CONVERSATION_TURNS = (60, 120)
+CONVERSATION_TURNS = (400, 800)
+CONVERSATION_SESSIONS = (10, 25)
 AGENT_MEMORY_WORDS = (10, 80)
+
+_TURN_KEY = re.compile(r"s(\d+):t(\d+)")
 
 # English function words: pronouns, articles, auxiliaries, prepositions, conjunctions and the
 # pieces that contractions split into ("didn't" -> "didn", "t"). Content words, even common
@@ -194,8 +200,9 @@ def validate(corpus: Corpus) -> list[str]:
     """Every problem with the corpus's shape and labels, as sentences; empty when it is sound.
 
     Checks the counts (`MIN_*`), the styles and kinds, unique scope ids, keys and question ids,
-    conversation lengths (`CONVERSATION_TURNS`) and agent memory lengths
-    (`AGENT_MEMORY_WORDS`), ISO session dates, and that every question names a scope of the
+    conversation lengths (`CONVERSATION_TURNS`) and sessions (`conversation_session_problems`),
+    agent memory lengths (`AGENT_MEMORY_WORDS`), ISO session
+    dates, and that every question names a scope of the
     corpus and at least one relevant key, each of them an item of that scope.
     """
     problems: list[str] = []
@@ -234,6 +241,7 @@ def validate(corpus: Corpus) -> list[str]:
                 for m in scope.memories
                 if m.session_date is None
             ]
+            problems += conversation_session_problems(scope)
         elif scope.style == "agent-memory":
             low, high = AGENT_MEMORY_WORDS
             for memory in scope.memories:
@@ -266,6 +274,38 @@ def validate(corpus: Corpus) -> list[str]:
         ]
         if question.kind == "multi-hop" and len(question.relevant) < 2:
             problems.append(f"{question.id} is multi-hop but has one relevant key")
+    return problems
+
+
+def conversation_session_problems(scope: CorpusScope) -> list[str]:
+    """A conversation's problems with its sessions, as sentences: keys `s<session>:t<turn>`,
+    in order, sessions numbered 1, 2, 3 ... and turns 1, 2, 3 ... within each, one date per
+    session, dates that never go back, and `CONVERSATION_SESSIONS` sessions in all."""
+    problems: list[str] = []
+    dates: dict[int, str | None] = {}
+    last = (0, 0)
+    for memory in scope.memories:
+        match = _TURN_KEY.fullmatch(memory.key)
+        if not match:
+            problems.append(f"{scope.id}/{memory.key} is not a key s<session>:t<turn>")
+            continue
+        session, turn = int(match[1]), int(match[2])
+        expected = (last[0], last[1] + 1) if session == last[0] else (last[0] + 1, 1)
+        if (session, turn) != expected:
+            problems.append(f"{scope.id}/{memory.key} follows s{last[0]}:t{last[1]}")
+        last = (session, turn)
+        if session in dates and dates[session] != memory.session_date:
+            problems.append(f"{scope.id}/{memory.key} is dated unlike the rest of its session")
+        dates.setdefault(session, memory.session_date)
+    ordered = [date for _, date in sorted(dates.items()) if date is not None]
+    problems += [
+        f"{scope.id}: a session dated {later} follows one dated {earlier}"
+        for earlier, later in pairwise(ordered)
+        if later < earlier
+    ]
+    low, high = CONVERSATION_SESSIONS
+    if not low <= len(dates) <= high:
+        problems.append(f"{scope.id} has {len(dates)} sessions, not {low}-{high}")
     return problems
 
 

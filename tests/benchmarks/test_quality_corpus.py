@@ -64,6 +64,13 @@ def test_the_corpus_has_the_counts_styles_and_kinds_asked_for(corpus):
         assert sum(q.kind == kind for q in corpus.questions) >= 25, kind
 
 
+def test_a_conversation_is_many_times_the_largest_budget(corpus, counter):
+    # a 2,000-token budget must hold a small share of a conversation, or it measures nothing
+    for scope in corpus.scopes:
+        if scope.style == "conversation":
+            assert ev.scope_tokens(scope, counter) > 6 * 2000, scope.id
+
+
 def test_every_relevant_key_is_an_item_of_the_questions_scope(corpus):
     for question in corpus.questions:
         keys = corpus.scope(question.scope).keys()
@@ -74,10 +81,42 @@ def test_every_relevant_key_is_an_item_of_the_questions_scope(corpus):
 def test_conversation_turns_name_their_speaker_and_session_date(corpus):
     for scope in corpus.scopes:
         if scope.style == "conversation":
-            assert 60 <= len(scope.memories) <= 120
+            assert 400 <= len(scope.memories) <= 800
             speakers = {memory.text.split(":", 1)[0] for memory in scope.memories}
             assert len(speakers) == 2, scope.id
             assert all(memory.session_date for memory in scope.memories)
+
+
+def test_conversations_run_over_ten_to_twenty_five_sessions_in_date_order(corpus):
+    for scope in corpus.scopes:
+        if scope.style == "conversation":
+            assert ev.conversation_session_problems(scope) == []
+            dates = {m.key.split(":")[0]: m.session_date for m in scope.memories}
+            assert 10 <= len(dates) <= 25, scope.id
+            assert list(dates.values()) == sorted(dates.values()), scope.id
+
+
+def test_conversation_session_problems_names_order_numbering_and_dates():
+    def turn(key, date):
+        return ev.Memory(key, "Tom: Hi.", date)
+
+    scope = ev.CorpusScope(
+        "conv-a",
+        "conversation",
+        (
+            turn("s1:t1", "2026-01-02"),
+            turn("s1:t2", "2026-01-03"),
+            turn("s2:t2", "2026-01-01"),
+            turn("m1", "2026-01-05"),
+        ),
+    )
+    assert ev.conversation_session_problems(scope) == [
+        "conv-a/s1:t2 is dated unlike the rest of its session",
+        "conv-a/s2:t2 follows s1:t2",
+        "conv-a/m1 is not a key s<session>:t<turn>",
+        "conv-a: a session dated 2026-01-01 follows one dated 2026-01-02",
+        "conv-a has 2 sessions, not 10-25",
+    ]
 
 
 def test_paraphrase_questions_share_no_content_stem_with_their_answers(corpus):
