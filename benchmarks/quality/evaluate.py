@@ -55,15 +55,17 @@ KINDS = ("lexical", "paraphrase", "multi-hop", "temporal", "distractor", "inflec
 STYLES = ("conversation", "agent-memory")
 
 #: What the corpus must hold at least (checked by `validate`). A conversation runs to several
-#: hundred turns over 10 to 25 sessions, so that a 2,000-token budget holds a small share of it
-#: (about 15%), as in the long-term conversational-memory benchmarks this corpus stands in for.
-MIN_MEMORIES = 360
+#: hundred turns over 10 to 25 sessions and an agent team keeps at least 200 memories, so that a
+#: 2,000-token budget holds a small share of a scope (about 15% of a conversation), as in the
+#: long-term conversational-memory benchmarks this corpus stands in for.
+MIN_MEMORIES = 1800
 MIN_SCOPES = 6
 MIN_SCOPES_PER_STYLE = 3
 MIN_QUESTIONS = 180
 MIN_QUESTIONS_PER_KIND = 25
 CONVERSATION_TURNS = (400, 800)
 CONVERSATION_SESSIONS = (10, 25)
+AGENT_MEMORY_ITEMS = 200
 AGENT_MEMORY_WORDS = (10, 80)
 
 _TURN_KEY = re.compile(r"s(\d+):t(\d+)")
@@ -201,7 +203,7 @@ def validate(corpus: Corpus) -> list[str]:
 
     Checks the counts (`MIN_*`), the styles and kinds, unique scope ids, keys and question ids,
     conversation lengths (`CONVERSATION_TURNS`) and sessions (`conversation_session_problems`),
-    agent memory lengths (`AGENT_MEMORY_WORDS`), ISO session
+    agent memory counts and lengths (`AGENT_MEMORY_ITEMS`, `AGENT_MEMORY_WORDS`), ISO session
     dates, and that every question names a scope of the
     corpus and at least one relevant key, each of them an item of that scope.
     """
@@ -243,6 +245,10 @@ def validate(corpus: Corpus) -> list[str]:
             ]
             problems += conversation_session_problems(scope)
         elif scope.style == "agent-memory":
+            if len(scope.memories) < AGENT_MEMORY_ITEMS:
+                problems.append(
+                    f"{scope.id} has {len(scope.memories)} memories; at least {AGENT_MEMORY_ITEMS}"
+                )
             low, high = AGENT_MEMORY_WORDS
             for memory in scope.memories:
                 count = len(memory.text.split())

@@ -55,20 +55,22 @@ def test_the_corpus_validates(corpus):
 
 
 def test_the_corpus_has_the_counts_styles_and_kinds_asked_for(corpus):
-    assert corpus.memories() >= 360
+    assert corpus.memories() >= 1800
     assert len(corpus.scopes) >= 6
     for style in ("conversation", "agent-memory"):
         assert sum(scope.style == style for scope in corpus.scopes) >= 3
+    for scope in corpus.scopes:
+        assert len(scope.memories) >= (400 if scope.style == "conversation" else 200), scope.id
     assert len(corpus.questions) >= 180
     for kind in ev.KINDS:
         assert sum(q.kind == kind for q in corpus.questions) >= 25, kind
 
 
-def test_a_conversation_is_many_times_the_largest_budget(corpus, counter):
-    # a 2,000-token budget must hold a small share of a conversation, or it measures nothing
+def test_a_scope_is_many_times_the_largest_budget(corpus, counter):
+    # a 2,000-token budget must hold a small share of a scope, or it measures nothing
     for scope in corpus.scopes:
-        if scope.style == "conversation":
-            assert ev.scope_tokens(scope, counter) > 6 * 2000, scope.id
+        limit = 6 if scope.style == "conversation" else 3.5
+        assert ev.scope_tokens(scope, counter) > limit * 2000, scope.id
 
 
 def test_every_relevant_key_is_an_item_of_the_questions_scope(corpus):
