@@ -61,9 +61,9 @@ def test_the_corpus_has_the_counts_styles_and_kinds_asked_for(corpus):
         assert sum(scope.style == style for scope in corpus.scopes) >= 3
     for scope in corpus.scopes:
         assert len(scope.memories) >= (400 if scope.style == "conversation" else 200), scope.id
-    assert len(corpus.questions) >= 180
+    assert len(corpus.questions) >= 320
     for kind in ev.KINDS:
-        assert sum(q.kind == kind for q in corpus.questions) >= 25, kind
+        assert sum(q.kind == kind for q in corpus.questions) >= 50, kind
 
 
 def test_a_scope_is_many_times_the_largest_budget(corpus, counter):
