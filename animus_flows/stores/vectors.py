@@ -33,6 +33,21 @@ DEFAULT_MIN_SIMILARITY = 0.76
 _MIN_CAPACITY = 64
 
 
+def _dot(matrix: Any, vector: Any) -> Any:
+    """`matrix @ vector`, on the calling thread.
+
+    Not `@`: OpenBLAS splits a matrix-vector product over all its threads, which on a busy
+    machine wait for each other (bench_vectors.py: 15 ms for 2,000 rows on 2 shared cores,
+    against 0.1 ms for numpy's own row-by-row dot, and 14 ms against 21 ms at 100k rows).
+    """
+    if _vecdot is not None:
+        return _vecdot(matrix, vector)
+    return np.einsum("ij,j->i", matrix, vector)  # numpy < 2: the same loop, a little slower
+
+
+_vecdot = getattr(np, "vecdot", None)
+
+
 def vector_to_bytes(vector: Any) -> bytes:
     """`vector` (one dimension) as a BLOB: float32, little-endian, 4 bytes per component."""
     array = np.asarray(vector, dtype="<f4")
@@ -189,7 +204,12 @@ class VectorIndex:
                         scope.size += 1
                     targets.append(row)
                     sources.append(position)
-                scope.matrix[targets] = matrix[sources]
+                first = targets[0] if targets else 0
+                if targets == list(range(first, first + len(matrix))):
+                    # new ids, none repeated (loading a scope): one copy, no fancy indexing
+                    scope.matrix[first : first + len(matrix)] = matrix
+                else:
+                    scope.matrix[targets] = matrix[sources]
 
     def remove(self, scope_key: Hashable, item_id: Hashable) -> bool:
         """Remove one row; True if it was there."""
@@ -242,7 +262,7 @@ class VectorIndex:
         if scope is None:
             return []
         with scope.lock:
-            cosines = scope.matrix[: scope.size] @ unit
+            cosines = _dot(scope.matrix[: scope.size], unit)
             candidates = np.flatnonzero(cosines >= floor)
             if len(candidates) > k:
                 # the k-th best cosine, and every row that reaches it (ties at the cut)
