@@ -21,6 +21,10 @@ never look at other scopes' rows.
     hnswlib        hnswlib 0.8 HNSW (M 16, ef_construction 200, ef 64); on PyPI as an sdist
                    only (no wheel for CPython 3.11+): needs a C++ compiler to install.
 
+Only numpy-exact's needs are project dependencies; `pip install apsw sqlite-vec usearch
+hnswlib` to compare the others (hnswlib builds from source), which print as unavailable
+otherwise.
+
 Figures of 2026-12-04, one run (2 shared cores, load average 2.5 to 4 from other work: the
 latencies are noisy, recall is exact; build and write times in one thread):
 
