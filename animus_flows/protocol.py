@@ -210,6 +210,8 @@ class Capabilities:
     native_key_get: bool
     strong_consistency: bool
     max_query_top_k: int
+    #: 0.2.0: the store ranks by meaning too (an embedder), not only by words.
+    semantic: bool = False
 
     def to_json(self) -> dict[str, bool | int]:
         return {
@@ -217,6 +219,7 @@ class Capabilities:
             "native_key_get": self.native_key_get,
             "strong_consistency": self.strong_consistency,
             "max_query_top_k": self.max_query_top_k,
+            "semantic": self.semantic,
         }
 
     @classmethod
@@ -227,6 +230,7 @@ class Capabilities:
                 native_key_get=bool(data["native_key_get"]),
                 strong_consistency=bool(data["strong_consistency"]),
                 max_query_top_k=int(data["max_query_top_k"]),
+                semantic=bool(data.get("semantic", False)),  # a 0.1.0 plugin has none
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidRequest(

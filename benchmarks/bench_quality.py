@@ -22,12 +22,14 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from quality.evaluate import (
     KINDS,
     STYLES,
     BM25Retriever,
     Corpus,
+    DenseRetriever,
     Retriever,
     SQLiteStoreRetriever,
     evaluate,
@@ -37,18 +39,33 @@ from quality.evaluate import (
     scope_tokens,
     validate,
 )
+from quality.hook import evaluate_hook
 
 from animus_flows.budget import TokenCounter
 
+
 #: The retrievers to compare, by the name `--retrievers` takes.
+def _local() -> Any:
+    from animus_flows.embedders import LocalEmbedder
+
+    return LocalEmbedder()
+
+
 RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "sqlite": SQLiteStoreRetriever,
     "bm25": BM25Retriever,
+    "dense": lambda: DenseRetriever(_local()),
+    "hybrid": lambda: SQLiteStoreRetriever(embedder=_local()),
     # a diagnostic: the same store with the ranking's statistics of one scope only
     "sqlite-file-per-scope": lambda: SQLiteStoreRetriever(file_per_scope=True),
 }
+#: The stores the hook is measured on (`--hook`), as `stores:` entries.
+HOOK_STORES = {
+    "sqlite": "{type: sqlite, path: quality.db}",
+    "hybrid": "{type: sqlite, path: quality.db, embedder: {type: local}}",
+}
 #: The ones run when `--retrievers` is not given, in the order printed.
-DEFAULT = "sqlite,bm25"
+DEFAULT = "sqlite,bm25,dense,hybrid"
 
 
 def describe(corpus: Corpus, counter: TokenCounter) -> str:
@@ -87,6 +104,9 @@ async def main() -> None:
     parser.add_argument("--limit", type=int, default=200, help="results asked per question")
     parser.add_argument("--by-style", action="store_true", help="also a table per scope style")
     parser.add_argument("--misses", type=int, default=0, help="print N missed questions each")
+    parser.add_argument(
+        "--hook", default="sqlite,hybrid", help="stores the hook is measured on (or none)"
+    )
     args = parser.parse_args()
     names = [name.strip() for name in args.retrievers.split(",") if name.strip()]
     unknown = [name for name in names if name not in RETRIEVERS]
@@ -111,6 +131,11 @@ async def main() -> None:
         for r in missed:
             absent = [key for key in r.question.relevant if key not in r.ranked[: args.k]]
             print(f"  missed {r.question.id} ({r.question.kind}) {absent}: {r.question.question}")
+    for name in [n.strip() for n in args.hook.split(",") if n.strip() and n.strip() != "none"]:
+        started = time.perf_counter()
+        hooked = await evaluate_hook(corpus, budgets, store=HOOK_STORES[name])
+        print(f"\n## the memory_bindings hook on {name} ({time.perf_counter() - started:.1f} s)\n")
+        print(hooked.table())
 
 
 if __name__ == "__main__":

@@ -51,5 +51,13 @@ class SQLiteMemoryStore(MemoryStoreBlock):
         description="How long a write waits for another process's lock, in milliseconds.",
     )
 
+    language: str = Field(
+        default="english",
+        description="How text is searched: a Snowball language's stop words and stemming, or "
+        "simple for neither.",
+    )
+
     def _build_store(self) -> SQLiteStore:
-        return SQLiteStore(Path(self.path), busy_timeout_ms=self.busy_timeout_ms)
+        return SQLiteStore(
+            Path(self.path), busy_timeout_ms=self.busy_timeout_ms, language=self.language
+        )

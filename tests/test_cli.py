@@ -418,3 +418,37 @@ def test_scope_ids_that_could_blur_the_output_are_shown_quoted(project, agent, s
     assert put.stdout.splitlines() == [f"stored 'k' in {shown}"]
     listed = _animus("memory", "list-scopes", cwd=project)
     assert shown in listed.stdout.splitlines()
+
+
+def _on_a_terminal(args: list[str], answer: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`animus ARGS` with its stdin and stdout on a pseudo-terminal (util-linux `script`)."""
+    exe = Path(sys.executable).with_name("animus")
+    command = " ".join([str(exe), *args])
+    return subprocess.run(
+        ["script", "-qec", command, "/dev/null"],
+        input=answer,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def test_prune_asks_on_a_terminal_and_deletes_nothing_unless_told_yes(project):
+    invoke("memory", "put", "--scope", "project", "--key", "k", "--value", "1")
+    refused = _on_a_terminal(["memory", "prune", "--scope", "project"], "n\n", project)
+    assert "delete all 1 item(s) of project=demo?" in refused.stdout
+    assert refused.returncode == 1 and "aborted" in refused.stdout
+    assert run_json("memory", "get", "--scope", "project", "--key", "k")["value"] == 1
+    told = _on_a_terminal(["memory", "prune", "--scope", "project", "--yes"], "", project)
+    assert told.returncode == 0 and "deleted 1 item(s)" in told.stdout
+    assert "--yes" in invoke("memory", "prune", "--help").stdout
+    assert "EVERY item" in invoke("memory", "prune", "--help").stdout
+
+
+def test_reindex_rebuilds_the_index_of_a_sqlite_store(project):
+    invoke("memory", "put", "--scope", "project", "--key", "k", "--value", '"exploring Lisbon"')
+    assert run_json("memory", "reindex") == {"reindexed": 1}
+    hits = run_json("memory", "query", "--scope", "project", "--query", "explored")["hits"]
+    assert [hit["key"] for hit in hits] == ["k"]

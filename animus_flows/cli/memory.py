@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +25,7 @@ from animus_flows.cli.app import (
     handles_errors,
     memory_app,
 )
-from animus_flows.errors import InvalidRequest
+from animus_flows.errors import ConfigError, InvalidRequest
 
 
 @memory_app.command("put")
@@ -150,17 +151,51 @@ def memory_prune(
     agent_id: AgentOpt = None,
     task_id: TaskOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, delete nothing.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Do not ask for confirmation on a terminal.")
+    ] = False,
     workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete every item of one scope (idempotent)."""
+    """Delete EVERY item of one scope, expired or not (idempotent): not only expired ones.
+
+    On a terminal it asks first, naming the scope and the count, unless --yes; --dry-run only
+    counts. To remove one item, use `animus memory delete --key K`.
+    """
     with _store(workflow_file, plugin) as (workflow, store):
         target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+        if not dry_run and not yes and sys.stdin.isatty():
+            count = store.count(target)
+            if count and not typer.confirm(
+                f"delete all {count} item(s) of {target}?", default=False, err=True
+            ):
+                raise typer.Abort()
         count = store.count(target) if dry_run else store.delete_scope(target)
     if as_json:
         _print_json({"would_delete": count} if dry_run else {"deleted": count})
     else:
         typer.echo(f"{'would delete' if dry_run else 'deleted'} {count} item(s) in {target}")
+
+
+@memory_app.command("reindex")
+@handles_errors
+def memory_reindex(
+    plugin: PluginOpt = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Index every item of a store again: after an upgrade, or a new language or embedder."""
+    with _store(workflow_file, plugin) as (_, store):
+        if not hasattr(store.store, "reindex"):
+            raise ConfigError(
+                f"store {store.store.describe()} keeps no index of its own to rebuild (its "
+                "backend indexes what it is given); reindex works on sqlite and postgres stores"
+            )
+        count = store.reindex()
+    if as_json:
+        _print_json({"reindexed": count})
+    else:
+        typer.echo(f"reindexed {count} item(s) of {store.store.describe()}")
 
 
 @memory_app.command("export")

@@ -23,6 +23,7 @@ from pydantic import (
     field_validator,
 )
 
+from animus_flows.config.embedder import EmbedderSpec
 from animus_flows.redaction import looks_like_secret
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -80,6 +81,23 @@ class SQLiteSpec(Model):
     type: Literal["sqlite"]
     path: str = Field(".animus/memory.db", description="Database file, relative to the YAML file.")
     busy_timeout_ms: int = Field(5000, ge=0, description="How long a write waits for a lock.")
+    language: str = Field(
+        "english",
+        description="Stop words and stemming (Snowball's languages, or simple: neither).",
+    )
+    embedder: EmbedderSpec | None = Field(
+        None, description="A model to rank by meaning too (section 11); omitted: words only."
+    )
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, language: str) -> str:
+        from animus_flows.stores.analysis import languages
+
+        known = languages()
+        if language not in known:
+            raise ValueError(f"unknown language {language[:40]!r}; use one of {', '.join(known)}")
+        return language
 
 
 class ZepSpec(Model):
@@ -169,7 +187,11 @@ class MemoryBinding(Model):
     read: StrictBool = True
     write: StrictBool = False
     query_strategy: Literal["semantic", "key", "none"] = "semantic"
-    top_k: int = Field(8, ge=1)
+    top_k: int | None = Field(
+        None,
+        ge=1,
+        description="The most hits asked of the store; omitted: as many as fit budget_tokens.",
+    )
     budget_tokens: int = Field(2000, ge=0)
     inject_when: InjectWhen = InjectWhen()
     key: str | None = None

@@ -49,6 +49,8 @@ TOOL_QUERY = "animus.binding.query"
 TOOL_GET = "animus.binding.get"
 TOOL_PUT = "animus.binding.put"
 
+#: Hits one search returns when the binding sets no `top_k` (it then injects as many as fit).
+MCP_TOP_K = 8
 #: An agent waiting on a tool call can afford more than a phase start's injection deadline.
 MIN_TIMEOUT_MS = 2000
 #: Metadata keys only the redaction step may write.
@@ -205,8 +207,9 @@ class BindingService:
 
     async def query(self, text: str, top_k: int | None = None) -> QueryAnswer:
         """Search the scope; only hits this binding may disclose come back."""
-        wanted = top_k or self.binding.top_k
-        limit = min(wanted, self.binding.top_k)
+        most = self.binding.top_k or MCP_TOP_K
+        wanted = top_k or most
+        limit = min(wanted, most)
         fetched = await fetch(self._source(text=text, top_k=limit))
         notes = [f"returned {len(fetched.hits)}"]
         notes += [] if limit == wanted else [f"top_k {wanted} clamped to {limit}"]
@@ -446,9 +449,10 @@ def build_binding_server(service: BindingService, tool_names: str = "dotted") ->
             name=query_name,
             title=f"Search {binding.binding}",
             description=(
-                f"Search the {about} for what you need; returns up to {binding.top_k} hits, "
-                "best first, each with key, value, score in [0, 1] and metadata. An empty "
-                "text lists the newest items. Only public items are returned."
+                f"Search the {about} for what you need; returns up to "
+                f"{binding.top_k or MCP_TOP_K} hits, best first, each with key, value, score "
+                "in [0, 1] and metadata. An empty text lists the newest items. Only public "
+                "items are returned."
             ),
             annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
         )

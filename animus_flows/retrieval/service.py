@@ -181,6 +181,9 @@ async def _admitted(
     kept = []
     for hit in hits:
         reason = source.rules.refusal(hit.metadata, hit.value)
+        if reason is None and source.text and source.key is None and hit.score <= 0:
+            # a store's filler (the newest items, sharing no word that counts) is no match
+            reason = "score 0: no match"
         if reason is None and source.refuse is not None:
             reason = await source.refuse(hit)
         if reason is None:

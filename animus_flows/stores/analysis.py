@@ -34,7 +34,7 @@ def languages() -> list[str]:
     `simple`."""
     folder = resources.files("animus_flows.stores") / "stopwords"
     with_lists = {entry.name.removesuffix(".stop") for entry in folder.iterdir()}
-    return sorted(with_lists & set(snowballstemmer.algorithms())) + [SIMPLE]
+    return [*sorted(with_lists & set(snowballstemmer.algorithms())), SIMPLE]
 
 
 def words(text: str) -> list[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from animus_flows.config.embedder import EmbedderSpec
 from animus_flows.config.models import (
     BlockRef,
     JsonRpcSpec,
@@ -14,6 +17,19 @@ from animus_flows.errors import ConfigError
 from animus_flows.protocol import MemoryStore
 from animus_flows.stores.sqlite import SQLiteStore
 
+if TYPE_CHECKING:
+    from animus_flows.embedders import Embedder
+
+
+def embedder_of(spec: EmbedderSpec | None) -> Embedder | None:
+    """The embedder a store entry names, or None; without the `semantic` extra a local one is
+    a ConfigError saying to install it."""
+    if spec is None:
+        return None
+    from animus_flows.embedders import embedder_from_spec
+
+    return embedder_from_spec(spec)
+
 
 def open_store(
     spec: StoreSpec, workflow: WorkflowFile, plugin_id: str | None = None
@@ -24,7 +40,12 @@ def open_store(
     resolved by `animus_flows.stores.registry`, which can reach Prefect.
     """
     if isinstance(spec, SQLiteSpec):
-        return SQLiteStore(workflow.resolve_path(spec.path), busy_timeout_ms=spec.busy_timeout_ms)
+        return SQLiteStore(
+            workflow.resolve_path(spec.path),
+            busy_timeout_ms=spec.busy_timeout_ms,
+            language=spec.language,
+            embedder=embedder_of(spec.embedder),
+        )
     if isinstance(spec, JsonRpcSpec):
         from animus_flows.stores.jsonrpc import JsonRpcStore
 

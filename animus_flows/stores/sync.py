@@ -148,6 +148,10 @@ class SyncStore:
     def count(self, scope: Scope) -> int:
         return self._run("count", scope)
 
+    def reindex(self) -> int:
+        """Index the store's items again, where the store keeps an index (SQLite)."""
+        return self._run("reindex")
+
     def close(self) -> None:
         """Close the wrapped store and the facade's event loop."""
         if hasattr(self.store, "aclose"):

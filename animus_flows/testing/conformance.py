@@ -537,3 +537,27 @@ class StoreConformance:
             found = await s.items_with_key_prefix(scope, prefix, limit=50)  # type: ignore[attr-defined]
             assert sorted(item.key for item in found) == [k for k in keys if k.startswith(prefix)]
         assert len(await s.items_with_key_prefix(scope, "a", limit=2)) == 2  # type: ignore[attr-defined]
+
+    # -- the semantic leg (capabilities.semantic) ------------------------------------------
+
+    async def test_meaning_finds_a_paraphrase_with_no_shared_word(self, s: MemoryStore) -> None:
+        self.skip_unless(s, "semantic")
+        scope = Scope("semantic")
+        await s.put(scope, "pottery", "She signed up for a pottery class on Thursday evenings")
+        await s.put(scope, "rates", "The central bank raised interest rates by a quarter point")
+        await self.eventually_consistent(s)
+        hits = await s.query(scope, "learning to make ceramics", top_k=2)
+        assert hits and hits[0].key == "pottery"
+        assert all(0.0 <= hit.score <= 1.0 for hit in hits)
+
+    async def test_meaning_never_crosses_scopes_with_awkward_ids(self, s: MemoryStore) -> None:
+        self.skip_unless(s, "semantic")
+        for left, right in AWKWARD_ID_PAIRS:
+            for agent in (left, right):
+                text = f"The walrus rests on the ice floe near the harbour ({agent})"
+                await s.put(Scope("vectors", agent_id=agent), f"walrus-{agent}", text)
+        await self.eventually_consistent(s)
+        for left, right in AWKWARD_ID_PAIRS:
+            for agent in (left, right):
+                hits = await s.query(Scope("vectors", agent_id=agent), "a marine mammal resting")
+                assert [hit.key for hit in hits] == [f"walrus-{agent}"], (left, right)

@@ -554,10 +554,15 @@ class SQLiteStoreRetriever:
 
     project_id = "quality"
 
-    def __init__(self, *, file_per_scope: bool = False) -> None:
+    def __init__(self, *, file_per_scope: bool = False, embedder: Any = None) -> None:
         self.file_per_scope = file_per_scope
+        self.embedder = embedder
         self.name = (
-            "SQLiteStore, one file per scope" if file_per_scope else "SQLiteStore (as it is)"
+            "SQLiteStore, one file per scope"
+            if file_per_scope
+            else "SQLiteStore, lexical"
+            if embedder is None
+            else f"SQLiteStore, hybrid ({embedder.model})"
         )
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self.stores: dict[str, Any] = {}
@@ -581,7 +586,9 @@ class SQLiteStoreRetriever:
         for scope in corpus.scopes:
             name = scope.id if self.file_per_scope else "quality"
             if name not in files:
-                files[name] = SQLiteStore(Path(self._folder.name) / f"{name}.db")
+                files[name] = SQLiteStore(
+                    Path(self._folder.name) / f"{name}.db", embedder=self.embedder
+                )
             self.stores[scope.id] = files[name]
             entries = []
             for memory in scope.memories:
@@ -608,6 +615,37 @@ class SQLiteStoreRetriever:
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
+
+
+class DenseRetriever:
+    """The vector leg alone: every memory embedded (as the store embeds it), each scope's
+    vectors searched by cosine, no floor: dense retrieval as a reference for the hybrid."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.name = f"dense only ({embedder.model})"
+        self._index: Any = None
+        self._keys: dict[int, tuple[str, str]] = {}
+
+    async def index(self, corpus: Corpus) -> None:
+        from animus_flows.stores.vectors import VectorIndex
+
+        self._index = VectorIndex(self.embedder.dimension, min_similarity=-1.0)
+        for scope in corpus.scopes:
+            rows = await self.embedder.embed([m.text for m in scope.memories], purpose="document")
+            ids = [len(self._keys) + n for n in range(len(scope.memories))]
+            self._keys.update(
+                (i, (m.key, m.text)) for i, m in zip(ids, scope.memories, strict=True)
+            )
+            self._index.add_many(scope.id, ids, rows)
+
+    async def search(self, scope: str, question: str, limit: int) -> list[Ranked]:
+        (vector,) = await self.embedder.embed([question], purpose="query")
+        found = self._index.search(scope, vector, limit)
+        return [Ranked(*self._keys[item_id], cosine) for item_id, cosine in found]
+
+    async def close(self) -> None:
+        self._index, self._keys = None, {}
 
 
 # -- evaluation ------------------------------------------------------------------------------

@@ -248,6 +248,7 @@ def test_the_handshake_is_checked():
             "native_key_get": True,
             "strong_consistency": False,
             "max_query_top_k": 50,
+            "semantic": False,
         },
     }
     assert codec.parse_initialize(result, "plugin p").capabilities == caps

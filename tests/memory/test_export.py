@@ -21,7 +21,7 @@ from animus_flows.memory.layer import OPTIMIZE_AFTER_IMPORT
 from animus_flows.memory.records import to_store
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
-from animus_flows.stores.sqlite import GET_MANY_BATCH
+from animus_flows.stores.sqlite.store import KEY_BATCH as GET_MANY_BATCH
 
 SCOPE = Scope("demo", agent_id="dev")
 
@@ -87,7 +87,7 @@ def test_an_import_into_an_empty_scope_reads_no_record_back(tmp_path):
             ticks += 1
             return 0
 
-        store._reader.set_progress_handler(tick, 10)
+        store._file._reader.set_progress_handler(tick, 10)
         assert await AsyncMemoryLayer(store, SCOPE).import_memories(_records(count, "w")) == count
         await store.aclose()
         return ticks
@@ -104,7 +104,7 @@ def test_an_import_into_a_scope_holding_memories_reads_the_stored_copies_in_batc
         layer = AsyncMemoryLayer(store, SCOPE)
         assert await layer.import_memories(text) == 1200
         statements: list[str] = []
-        store._reader.set_trace_callback(statements.append)
+        store._file._reader.set_trace_callback(statements.append)
         assert await layer.import_memories(text) == 1200
         await store.aclose()
         return [s for s in statements if "FROM items i JOIN scopes s" in s]

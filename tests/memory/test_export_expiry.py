@@ -119,7 +119,7 @@ async def test_sqlite_writes_several_expiring_records_in_one_transaction(tmp_pat
     layer = AsyncMemoryLayer(store, SCOPE)
     await store.put(SCOPE, "window", {"content": "the window is open"}, ttl_seconds=600)
     statements: list[str] = []
-    await store._run(lambda conn: conn.set_trace_callback(statements.append))
+    await store._file.run(lambda conn: conn.set_trace_callback(statements.append))
 
     def transactions() -> int:
         count = sum(statement == "BEGIN IMMEDIATE" for statement in statements)

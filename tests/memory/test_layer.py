@@ -309,7 +309,7 @@ def reader_steps(tmp_path, items: int, setup, measured) -> int:
             return 0
 
         await store.get(SCOPE, "any")  # opens the reader connection
-        store._reader.set_progress_handler(tick, 10)
+        store._file._reader.set_progress_handler(tick, 10)
         await measured(layer, prepared)
         await store.aclose()
         return ticks

@@ -13,33 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
+from animus_flows.errors import ConfigError, InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.protocol import Scope, matches_filters
 from animus_flows.retrieval.degrade import run_degraded
 from animus_flows.stores import SQLiteStore, SyncStore
+from animus_flows.stores.analysis import Analyzer
 from animus_flows.stores.base import EXPIRES_KEY
-from animus_flows.stores.sqlite import (
-    GET_MANY_BATCH,
-    SCHEMA_VERSION,
-    bm25_score,
-    choose_terms,
-    filter_clause,
-    id_range,
-    indexed_body,
-    listing_statement,
-    prefix_end,
-    scoped_body,
-)
-from animus_flows.stores.term_counts import (
-    COUNT_BATCH,
-    MAX_CANDIDATES,
-    TermCounts,
-    count_matches,
-    count_terms,
-    frequency_statement,
-    match_expression,
-    write_token,
-)
+from animus_flows.stores.sqlite import lexical
+from animus_flows.stores.sqlite.schema import SCHEMA_VERSION, id_range, scoped_body
+from animus_flows.stores.sqlite.store import KEY_BATCH as GET_MANY_BATCH
+from animus_flows.stores.sqlite.store import bm25_score, filter_clause, prefix_end
 
 
 @pytest.fixture
@@ -48,53 +31,132 @@ def store(tmp_path):
         yield sync
 
 
-def test_words_are_prefixed_with_their_scope_and_quoted_in_matches():
-    assert scoped_body(7, "eur usd near x or") == "7xeur 7xusd 7xnear 7xx 7xor"
-    assert scoped_body(7, "") == ""
-    assert match_expression(["7xeur", "7xusd"]) == '"7xeur" OR "7xusd"'
+def test_terms_are_prefixed_with_their_scope_once_each():
+    assert scoped_body(7, ["eur", "usd", "eur", "x"]) == "7xeur 7xusd 7xx"
+    assert scoped_body(7, []) == ""
     # the prefix delimits itself: scope 71's "x" words never spell scope 7's "1x..." words
-    assert scoped_body(71, "xeur") != scoped_body(7, "1xxeur")
-    # what a contentless index is told to forget is what it was given, from the stored value
-    item_id = id_range(7)[0] + 3
-    for value in ['"EUR/USD rallies, café_bar"', '{"content":"Hedge NOW"}', '{"n":[1,2]}']:
-        assert indexed_body(item_id, value).startswith("7x")
-    assert (
-        indexed_body(item_id, '"EUR/USD rallies, café_bar"') == "7xeur 7xusd 7xrallies 7xcafe 7xbar"
-    )
-    assert indexed_body(item_id, '{"content":"Hedge NOW"}') == "7xhedge 7xnow"
+    assert scoped_body(71, ["xeur"]) != scoped_body(7, ["1xxeur"])
 
 
-def test_plural_and_singular_find_each_other(store):
-    store.put(Scope("p"), "fx", "EUR markets rallied on policies")
+def test_inflections_find_each_other_and_stop_words_find_nothing(store):
+    store.put(Scope("p"), "fx", "EUR markets rallied on new policies")
+    store.put(Scope("p"), "trip", {"content": "She was exploring the old harbour"})
     store.put(Scope("p"), "other", "a market note")
-    for query in ("market", "markets", "policy", "POLICIES"):
-        assert "fx" in [hit.key for hit in store.query(Scope("p"), query)], query
-    assert [hit.key for hit in store.query(Scope("p"), "rally")] == []  # not a plural
+    for query, key in [("market", "fx"), ("POLICY", "fx"), ("rallies", "fx"), ("explored", "trip")]:
+        assert key in [hit.key for hit in store.query(Scope("p"), query)], query
+    assert store.query(Scope("p"), "what did she do with the") == []  # stop words only
 
 
-def _scope_terms(path, scope_id: int) -> set[str]:
+def test_word_rarity_is_measured_in_the_scope_searched(store):
+    # "harbour" is in every item of scope a, so there it says little; "ferry" is rare there
+    busy = Scope("a")
+    store._run("put_many", [(busy, f"h{n}", f"harbour walk number {n}", None) for n in range(20)])
+    store.put(busy, "ferry", "harbour ferry")
+    store.put(busy, "long", "ferry " + " ".join(f"filler{n}" for n in range(30)))
+    for n in range(200):  # elsewhere in the file "ferry" is everywhere
+        store.put(Scope("b", task_id=str(n)), "x", "ferry ferry")
+    hits = store.query(busy, "harbour ferry", top_k=3)
+    assert [hit.key for hit in hits][:2] == ["ferry", "long"]  # the rare word decides
+
+
+def _index_state(path) -> tuple[set[str], dict[tuple[int, str], int], list[tuple[int, int, int]]]:
+    """The full-text index's terms, `term_df` and every scope's statistics, as stored."""
     conn = sqlite3.connect(path)
-    terms = {t for (t,) in conn.execute("SELECT term FROM items_vocab WHERE doc > 0")}
+    conn.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, items_fts, 'row')")
+    terms = {t for (t,) in conn.execute("SELECT term FROM temp.vocab WHERE doc > 0")}
+    df = {(s, t): n for s, t, n in conn.execute("SELECT scope_id, term, df FROM term_df")}
+    stats = conn.execute("SELECT id, items, terms FROM scopes ORDER BY id").fetchall()
     conn.close()
-    return {t for t in terms if t.startswith(f"{scope_id}x")}
+    return terms, df, stats
 
 
-def test_updates_and_deletes_leave_nothing_behind_in_the_contentless_index(tmp_path):
+def _recomputed(path) -> tuple[set[str], dict[tuple[int, str], int], list[tuple[int, int, int]]]:
+    """What `_index_state` must be, worked out from the items themselves."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT scope_id, value FROM items").fetchall()
+    scopes = [s for (s,) in conn.execute("SELECT id FROM scopes ORDER BY id")]
+    conn.close()
+    analyzer, terms, df = Analyzer(), set(), {}
+    stats = {s: [s, 0, 0] for s in scopes}
+    for scope_id, value in rows:
+        value = json.loads(value)
+        words = analyzer.terms(value["content"] if isinstance(value, dict) else value)
+        terms |= {f"{scope_id}x{w}" for w in words}
+        for w in set(words):
+            df[scope_id, w] = df.get((scope_id, w), 0) + 1
+        stats[scope_id][1] += 1
+        stats[scope_id][2] += len(words)
+    return terms, df, [tuple(s) for s in stats.values()]
+
+
+def test_updates_and_deletes_keep_the_index_and_statistics_in_step(tmp_path):
     path = tmp_path / "m.db"
     with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "k", {"content": "walrus café"})
+        store.put(Scope("p"), "k", {"content": "walrus café walrus"})
         store.put(Scope("p"), "k", "narwhal")  # an update re-indexes the item
-        store.put(Scope("p"), "gone", "dolphin")
-        assert _scope_terms(path, 1) == {"1xnarwhal", "1xdolphin"}
+        store.put(Scope("p"), "gone", "dolphin pods")
+        store._run("put_many", [(Scope("q"), f"k{n}", f"orca {n} pods", None) for n in range(5)])
+        assert _index_state(path) == _recomputed(path)
+        assert (
+            _index_state(path)[1][1, "narwhal"] == 1 and (1, "walrus") not in _index_state(path)[1]
+        )
         conn = sqlite3.connect(path)
         conn.execute("UPDATE items SET expires_at = 1 WHERE key = 'gone'")
         conn.commit()
         conn.close()
         assert store._run("purge_expired") == 1
-        assert _scope_terms(path, 1) == {"1xnarwhal"}
+        assert _index_state(path) == _recomputed(path)
+        assert store._run("_delete", Scope("q"), "k1") is True
+        assert store._run("_delete", Scope("q"), "k1") is False
+        assert _index_state(path) == _recomputed(path)
         assert [hit.key for hit in store.query(Scope("p"), "walrus")] == []
         assert store.delete_scope(Scope("p")) == 1
-        assert _scope_terms(path, 1) == set()
+        assert _index_state(path) == _recomputed(path)
+        assert not {t for t in _index_state(path)[0] if t.startswith("1x")}
+
+
+CORPUS = st.lists(
+    st.lists(
+        st.sampled_from(["walrus", "orca", "seal", "otter", "kelp", "reef", "tide", "gull"]),
+        max_size=8,
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    docs=CORPUS,
+    query=st.lists(
+        st.sampled_from(["walrus", "orca", "seal", "kelp", "gull"]), min_size=1, max_size=4
+    ),
+    top_k=st.integers(1, 8),
+)
+def test_ranking_finds_the_exact_bm25_top_k(tmp_path_factory, docs, query, top_k):
+    """MaxScore's early stop never changes the result: the same as scoring every item."""
+    path = tmp_path_factory.mktemp("rank") / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        entries = [(Scope("p"), f"d{n}", " ".join(words), None) for n, words in enumerate(docs)]
+        store._run("put_many", entries)
+        hits = store.query(Scope("p"), " ".join(query), top_k=top_k)
+    analyzer = Analyzer()
+    terms = [analyzer.terms(" ".join(words)) for words in docs]
+    wanted = set(analyzer.terms(" ".join(query)))
+    average = max(sum(map(len, terms)) / len(terms), 1.0)
+    df = {w: sum(1 for t in terms if w in t) for w in wanted}
+    scores = {
+        f"d{n}": sum(
+            lexical.term_score(lexical.idf(df[w], len(docs)), t.count(w), len(t), average)
+            for w in wanted
+            if w in t
+        )
+        for n, t in enumerate(terms)
+        if wanted & set(t)
+    }
+    best = sorted(scores.values(), reverse=True)[:top_k]
+    assert [round(hit.score, 9) for hit in hits] == [round(bm25_score(s), 9) for s in best]
+    assert all(bm25_score(scores[hit.key]) == pytest.approx(hit.score) for hit in hits)
 
 
 # keys around every edge of a key-index range: pattern characters, quotes, case, code
@@ -234,11 +296,11 @@ def test_each_scope_owns_a_disjoint_id_range():
 
 
 def test_bm25_scores_map_into_the_unit_interval_monotonically():
-    ranks = [0.0, -0.5, -1.0, -10.0, -100.0]
-    scores = [bm25_score(rank) for rank in ranks]
+    raw = [0.0, 0.5, 1.0, 10.0, 100.0]
+    scores = [bm25_score(score) for score in raw]
     assert scores == sorted(scores)
     assert all(0.0 <= score < 1.0 for score in scores)
-    assert bm25_score(3.0) == 0.0  # a positive rank would be a bug upstream: never negative
+    assert bm25_score(-3.0) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -484,41 +546,80 @@ def _version_and_indexes(path) -> tuple[str, set[str]]:
     return version, indexes
 
 
-def test_a_version_1_file_is_migrated_to_the_recency_index(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "old", "written before the upgrade")
-    _set_version(path, "1", "DROP INDEX items_by_recency")
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "new", "written after")
-        assert [hit.key for hit in store.query(Scope("p"), "")] == ["new", "old"]
-    version, indexes = _version_and_indexes(path)
-    assert "items_by_recency" in indexes and version == str(SCHEMA_VERSION) == "3"
+V3_SCHEMA = [
+    "CREATE TABLE animus_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE scopes (id INTEGER PRIMARY KEY, project_id TEXT NOT NULL, agent_id TEXT NOT"
+    " NULL DEFAULT '', task_id TEXT NOT NULL DEFAULT '', next_item INTEGER NOT NULL DEFAULT 0,"
+    " UNIQUE (project_id, agent_id, task_id))",
+    "CREATE TABLE items (id INTEGER PRIMARY KEY, scope_id INTEGER NOT NULL, key TEXT NOT NULL,"
+    " value TEXT NOT NULL, metadata TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT"
+    " NULL, expires_at REAL, UNIQUE (scope_id, key))",
+    "CREATE VIRTUAL TABLE items_fts USING fts5(body, tokenize = 'ascii', content = '')",
+    "CREATE VIRTUAL TABLE items_vocab USING fts5vocab(items_fts, 'row')",
+    "INSERT INTO animus_meta VALUES ('schema_version', '3'), ('write_token', 'ab')",
+]
 
 
-def test_a_version_2_file_gets_a_contentless_index_of_its_items(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "fx", "EUR markets rallied")
-        store.put(Scope("p", agent_id="a"), "note", {"content": "walrus"})
-    # version 2's index kept its own copy of the text, with plurals folded
-    _set_version(
-        path,
-        "2",
-        "DROP TABLE items_vocab",
-        "DROP TABLE items_fts",
-        "CREATE VIRTUAL TABLE items_fts USING fts5(body, tokenize = 'ascii')",
-        "CREATE VIRTUAL TABLE items_vocab USING fts5vocab(items_fts, 'row')",
-        "INSERT INTO items_fts (rowid, body) SELECT id, '1xeur 1xmarket 1xrallied' FROM items"
-        " WHERE key = 'fx'",
+def _version_3_file(path, items: int) -> None:
+    """A store file as animus-flows wrote it before stemming (schema 3)."""
+    conn = sqlite3.connect(path)
+    for statement in V3_SCHEMA:
+        conn.execute(statement)
+    conn.execute("INSERT INTO scopes (id, project_id, next_item) VALUES (1, 'p', ?)", (items,))
+    conn.executemany(
+        "INSERT INTO items VALUES (?, 1, ?, ?, '{}', 1.0, 1.0, NULL)",
+        [((1 << 32) + n, f"k{n}", json.dumps(f"explored harbour {n}")) for n in range(items)],
     )
+    conn.executemany(  # its own words, unstemmed
+        "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
+        [((1 << 32) + n, f"1xexplored 1xharbour 1x{n}") for n in range(items)],
+    )
+    conn.commit()
+    conn.close()
+
+
+def test_a_version_3_file_is_indexed_again_as_it_opens(tmp_path, caplog):
+    path = tmp_path / "m.db"
+    _version_3_file(path, 3)
     with SyncStore(SQLiteStore(path)) as store:
-        assert [hit.key for hit in store.query(Scope("p"), "markets")] == ["fx"]
-        assert [hit.key for hit in store.query(Scope("p", agent_id="a"), "walrus")] == ["note"]
-        store.put(Scope("p"), "fx", "rates")  # deleting from the rebuilt index works
-        assert [hit.key for hit in store.query(Scope("p"), "markets")] == []
-    assert _version_and_indexes(path)[0] == "3"
-    assert _scope_terms(path, 1) == {"1xrates"}
+        assert {hit.key for hit in store.query(Scope("p"), "exploring harbours")} == {
+            "k0", "k1", "k2"
+        }  # fmt: skip
+        store.put(Scope("p"), "k1", "replaced")  # the rebuilt index forgets the old body
+        assert {hit.key for hit in store.query(Scope("p"), "explore")} == {"k0", "k2"}
+    assert "3 items indexed again (schema 4, language english)" in caplog.text
+    assert _version_and_indexes(path)[0] == str(SCHEMA_VERSION) == "4"
+    assert _index_state(path) == _recomputed(path)
+
+
+def test_a_large_old_file_waits_for_reindex(tmp_path, monkeypatch):
+    from animus_flows.stores.sqlite import store as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "AUTO_REINDEX_ITEMS", 2)
+    path = tmp_path / "m.db"
+    _version_3_file(path, 3)
+    old = pytest.raises(StoreUnavailable, match=r"holds 3 items indexed by an older .*reindex")
+    with SyncStore(SQLiteStore(path)) as store, old:
+        store.get(Scope("p"), "k0")
+    with SyncStore(SQLiteStore(path)) as store:
+        assert store._run("reindex") == 3
+        assert len(store.query(Scope("p"), "explore")) == 3
+
+
+def test_a_file_indexed_for_one_language_is_not_read_for_another(tmp_path):
+    path = tmp_path / "m.db"
+    with SyncStore(SQLiteStore(path)) as store:
+        store.put(Scope("p"), "k", "Die Kinder spielten im Garten")
+    with SyncStore(SQLiteStore(path, language="german")) as store:
+        with pytest.raises(ConfigError) as raised:
+            store.get(Scope("p"), "k")
+        assert str(raised.value) == (
+            f"SQLite store {path} is indexed for language 'english', not 'german'; run "
+            "`animus memory reindex` to index its 1 items for 'german', or set language: english"
+        )
+    with SyncStore(SQLiteStore(path, language="german")) as store:
+        assert store._run("reindex") == 1
+        assert [hit.key for hit in store.query(Scope("p"), "Kind spielen")] == ["k"]
 
 
 @pytest.mark.parametrize("analyzed", [False, True])
@@ -537,9 +638,12 @@ def test_listing_a_scope_walks_the_recency_index_instead_of_sorting(tmp_path, an
             " ELSE '100000 100000 1' END WHERE tbl = 'items'"
         )
         conn.execute("ANALYZE sqlite_schema")  # reload the statistics
-    plan = conn.execute(
-        f"EXPLAIN QUERY PLAN {listing_statement(where)}", (1, 0.0, *params, 8)
-    ).fetchall()
+    listing = (
+        "SELECT i.key, i.value, i.metadata FROM items i INDEXED BY items_by_recency"
+        f" WHERE i.scope_id = ? AND (i.expires_at IS NULL OR i.expires_at > ?){where}"
+        " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?"
+    )
+    plan = conn.execute(f"EXPLAIN QUERY PLAN {listing}", (1, 0.0, *params, 8)).fetchall()
     conn.close()
     details = " | ".join(row[-1] for row in plan)
     assert "USING INDEX items_by_recency" in details
@@ -566,11 +670,11 @@ def test_put_many_writes_in_one_transaction(tmp_path):
         sqlite = SQLiteStore(tmp_path / "m.db")
         items = [(Scope("p"), f"k{i}", f"bulk value {i}", {"i": i}) for i in range(500)]
         items += [(Scope("p", agent_id="a"), "k0", "other scope", None)]
-        items += [(Scope("p"), "k0", "bulk value again", {"i": -1})]  # the later entry wins
+        items += [(Scope("p"), "k0", "bulk value revised", {"i": -1})]  # the later entry wins
         assert await sqlite.put_many(items) == 501
         with pytest.raises(InvalidRequest):
             await sqlite.put_many([(Scope("q"), "ok", "v", None), (Scope("q"), "", "v", None)])
-        hits = await sqlite.query(Scope("p"), "again")
+        hits = await sqlite.query(Scope("p"), "revised")
         counts = [await sqlite.count(Scope(*ids)) for ids in (("p",), ("p", "a"), ("q",))]
         await sqlite.aclose()
         return counts, [(hit.key, hit.metadata) for hit in hits]
@@ -628,7 +732,7 @@ def test_a_put_costs_the_same_in_a_large_scope_as_in_a_small_one(tmp_path):
             ticks += 1
             return 0
 
-        await sqlite._run(lambda conn: conn.set_progress_handler(tick, 10))
+        await sqlite._file.run(lambda conn: conn.set_progress_handler(tick, 10))
         await sqlite.put_many([(scope, "k1", "updated", None), (scope, "new", "fresh", None)])
         await sqlite.aclose()
         return ticks
@@ -672,238 +776,17 @@ def test_several_processes_can_write_at_once(tmp_path):
             assert store.count(Scope("p", agent_id=str(n))) == 200
 
 
-def test_term_choice_ranks_only_rare_terms_within_the_candidate_bound():
-    cap = MAX_CANDIDATES
-    frequency = {"rare": 40, "mid": cap // 2, "big": cap + 1, "common": 5 * cap}
-    present = sorted(frequency, key=frequency.__getitem__)
-    assert choose_terms(present, frequency, scope_size=20 * cap) == ["rare", "mid"]
-    # terms in more than half of the scope are stopwords there
-    assert choose_terms(present, frequency, scope_size=cap // 2) == ["rare"]
-    # nothing rare enough: the caller fills with the newest matches instead
-    assert choose_terms(["big", "common"], frequency, scope_size=20 * cap) == []
-
-
-def test_term_counts_stop_past_the_candidate_bound(tmp_path):
+def test_a_prompt_of_common_words_reads_a_bounded_part_of_a_large_scope(tmp_path):
     path = tmp_path / "m.db"
-
-    async def fill():
-        sqlite = SQLiteStore(path)
-        await sqlite.put_many([(Scope("p"), f"k{n}", f"walrus {n}", None) for n in range(250)])
-        await sqlite.put_many([(Scope("p"), f"z{n}", "zebra", None) for n in range(5)])
-        await sqlite.aclose()
-
-    asyncio.run(fill())
-    conn = sqlite3.connect(path)
-    (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
-    terms = [match_expression([f"{scope_id}x{word}"]) for word in ("walrus", "zebra", "yak")]
-    row = conn.execute(frequency_statement(len(terms)), terms).fetchone()
-    conn.close()
-    assert row == (MAX_CANDIDATES + 1, 5, 0)
-
-
-def test_term_counts_run_a_few_statement_texts_whatever_the_number_of_terms(tmp_path):
-    # a connection compiles each statement text once: one per number of terms would mean a
-    # compile for most queries of a new connection
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as store:
-        for n in range(30):
-            store.put(Scope("p"), f"k{n}", f"w{n} w{n + 1}")
-    conn = sqlite3.connect(path)
-    statements: set[str] = set()
-    conn.set_trace_callback(statements.add)
-    (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
-    for size in range(1, 26):
-        terms = [f"{scope_id}xw{n}" for n in range(size)] + [f"{scope_id}xabsent"]
-        counts = count_matches(conn, terms)
-        assert counts == {**{t: 1 if t.endswith("w0") else 2 for t in terms[:-1]}, terms[-1]: 0}
-    conn.close()
-    sizes = {sql.count("count(*)") for sql in statements if "count(*)" in sql}
-    assert sizes == set(range(1, COUNT_BATCH + 1))  # a statement text per size, at most 8
-
-
-@pytest.fixture
-def zebra_file(tmp_path):
-    """A store file holding one item, "zebra": its path, its open writer and its scope's id."""
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as writer:
-        writer.put(Scope("p"), "a", "zebra")
-        with closing(sqlite3.connect(path)) as conn:
-            (scope_id,) = conn.execute("SELECT id FROM scopes").fetchone()
-        yield path, writer, scope_id
-
-
-def counted(statements: list[str]) -> int:
-    """How many of the traced `statements` counted term matches."""
-    return sum("count(*)" in statement for statement in statements)
-
-
-def test_term_counts_are_kept_until_another_connection_commits(zebra_file):
-    path, writer, scope_id = zebra_file
-    conn = sqlite3.connect(path, isolation_level=None)
-    statements: list[str] = []
-    conn.set_trace_callback(statements.append)
-    zebra, yak = f"{scope_id}xzebra", f"{scope_id}xyak"
-    counts = TermCounts()
-    assert count_terms(conn, [zebra, yak], counts.current(conn)) == {zebra: 1, yak: 0}
-    assert count_terms(conn, [yak, zebra], counts.current(conn)) == {yak: 0, zebra: 1}
-    assert counted(statements) == 1  # the second call counted nothing
-    writer.put(Scope("p"), "b", "zebra yak")
-    assert count_terms(conn, [zebra, yak], counts.current(conn)) == {zebra: 2, yak: 1}
-    assert counted(statements) == 2
-    assert count_terms(conn, [zebra], None) == {zebra: 2}
-    assert counted(statements) == 3  # keep=False always counts: own commits go unseen
-    counts.MAX_ENTRIES = 0  # past the bound, kept reads are dropped
-    count_terms(conn, [zebra], counts.current(conn))
-    assert counted(statements) == 4
-    conn.close()
-
-
-def test_term_counts_are_shared_by_connections_reading_the_same_state(zebra_file):
-    # a flow run opens its stores anew: what the last run counted is not counted again
-    path, writer, scope_id = zebra_file
-    first, second = (sqlite3.connect(path, isolation_level=None) for _ in range(2))
-    statements: list[str] = []
-    second.set_trace_callback(statements.append)
-    zebra = f"{scope_id}xzebra"
-    assert count_terms(first, [zebra], TermCounts().current(first)) == {zebra: 1}
-    assert count_terms(second, [zebra], TermCounts().current(second)) == {zebra: 1}
-    assert counted(statements) == 0  # counted through the first connection, same token
-    token = write_token(second)
-    writer.put(Scope("p"), "b", "zebra")  # a write renews the token
-    assert write_token(second) not in {token, None}
-    assert count_terms(second, [zebra], TermCounts().current(second)) == {zebra: 2}
-    assert counted(statements) == 1
-    for conn in (first, second):
-        conn.close()
-
-
-def test_term_counts_are_dropped_when_the_file_changes_without_a_new_token(zebra_file):
-    # an animus-flows from before write tokens indexes an item and leaves the token as it was
-    path, _, scope_id = zebra_file
-    reader = sqlite3.connect(path, isolation_level=None)
-    zebra = f"{scope_id}xzebra"
-    counts = TermCounts()
-    assert count_terms(reader, [zebra], counts.current(reader)) == {zebra: 1}
-    with closing(sqlite3.connect(path)) as old, old:
-        old.execute(
-            "INSERT INTO items_fts (rowid, body) VALUES (?, ?)", (id_range(scope_id)[1], zebra)
-        )
-    assert count_terms(reader, [zebra], counts.current(reader)) == {zebra: 2}
-    # a new connection gets no counts from before that change either
-    with closing(sqlite3.connect(path)) as fresh:
-        assert count_terms(fresh, [zebra], TermCounts().current(fresh)) == {zebra: 2}
-    reader.close()
-
-
-def test_a_new_store_finds_words_written_after_another_store_counted_them(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as first:
-        first.put(Scope("p"), "a", "apple")
-        assert first.query(Scope("p"), "zebra apple")[0].key == "a"  # zebra counted: none
-        with SyncStore(SQLiteStore(path)) as second:
-            second.put(Scope("p"), "z", "zebra")
-        with SyncStore(SQLiteStore(path)) as third:  # the first never looked again
-            assert [hit.key for hit in third.query(Scope("p"), "zebra")] == ["z"]
-
-
-def test_queries_see_words_written_after_they_were_counted(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as first, SyncStore(SQLiteStore(path)) as second:
-        first.put(Scope("p"), "a", "apple")
-        assert first.query(Scope("p"), "zebra apple")[0].key == "a"
-        assert [hit.key for hit in first.query(Scope("p"), "zebra")] == []
-        first.put(Scope("p"), "z1", "zebra")  # through the store's own writer
-        assert [hit.key for hit in first.query(Scope("p"), "zebra")] == ["z1"]
-        second.put(Scope("p"), "z2", "zebra zebra")  # through another store on the file
-        assert {hit.key for hit in first.query(Scope("p"), "zebra")} == {"z1", "z2"}
-
-
-def test_queries_find_a_scope_created_after_they_looked_it_up(tmp_path):
-    path = tmp_path / "m.db"
-    agent, task = Scope("p", agent_id="new"), Scope("p", task_id="t")
-    with SyncStore(SQLiteStore(path)) as first, SyncStore(SQLiteStore(path)) as second:
-        first.put(Scope("p"), "a", "apple")
-        assert first.query(agent, "zebra") == first.query(task, "zebra") == []  # no such scopes
-        first.put(agent, "z1", "zebra")  # through the store's own writer
-        assert [hit.key for hit in first.query(agent, "zebra")] == ["z1"]
-        second.put(task, "z2", "zebra")  # through another store on the file
-        assert [hit.key for hit in first.query(task, "zebra")] == ["z2"]
-
-
-def test_a_scope_is_looked_up_once_while_the_file_is_unchanged(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "a", "apple zebra")
-        store.query(Scope("p"), "apple")  # opens the reader
-        statements: list[str] = []
-        store.store._reader.set_trace_callback(statements.append)
-        for word in ("apple", "zebra", "apple zebra"):
-            assert [hit.key for hit in store.query(Scope("p"), word)] == ["a"]
-        assert sum("FROM scopes" in sql for sql in statements) == 0  # kept since the first
-        store.put(Scope("p"), "b", "zebra")
-        assert {hit.key for hit in store.query(Scope("p"), "zebra")} == {"a", "b"}
-        assert sum("FROM scopes" in sql for sql in statements) == 1
-
-
-def test_common_terms_fill_a_short_result_with_the_newest_matches(store):
     scope = Scope("p")
-    store.put(scope, "rare", "zebra and the common word")
-    for n in range(30):
-        store.put(scope, f"old-{n}", f"common word filler {n}")
-    hits = store.query(scope, "zebra common", top_k=3)
-    assert [hit.key for hit in hits] == ["rare", "old-29", "old-28"]
-    assert all(0 <= hit.score <= 1 for hit in hits)
-
-
-def test_a_fill_reaches_past_the_newest_items_and_scores_zero(tmp_path):
-    async def run():
-        sqlite = SQLiteStore(tmp_path / "m.db")
-        # "walrus" is too common to rank (past the candidate bound), and only old items hold it
-        await sqlite.put_many(
-            [(Scope("p"), f"w{n}", f"walrus {n}", None) for n in range(MAX_CANDIDATES + 50)]
+    with SyncStore(SQLiteStore(path)) as store:
+        store._run(
+            "put_many", [(scope, f"k{n}", f"harbour ferry tide {n % 7}", None) for n in range(3000)]
         )
-        await sqlite.put_many([(Scope("p"), f"o{n}", f"other {n}", None) for n in range(2000)])
-        hits = await sqlite.query(Scope("p"), "walrus", top_k=3)
-        await sqlite.aclose()
-        return hits
-
-    hits = asyncio.run(run())
-    last = MAX_CANDIDATES + 49
-    assert [hit.key for hit in hits] == [f"w{last}", f"w{last - 1}", f"w{last - 2}"]
-    assert [hit.score for hit in hits] == [0.0, 0.0, 0.0]
-
-
-def test_a_fill_reads_past_expired_items(tmp_path):
-    async def run():
-        sqlite = SQLiteStore(tmp_path / "m.db")
-        await sqlite.put_many([(Scope("p"), f"live{n}", f"walrus {n}", None) for n in range(50)])
-        # newer than every live match, and more than the fill examines: all expired by the query
-        await sqlite.put_many(
-            [(Scope("p"), f"gone{n}", f"walrus {n}", None, 1) for n in range(MAX_CANDIDATES + 10)]
-        )
-        await asyncio.sleep(1.1)
-        hits = await sqlite.query(Scope("p"), "walrus", top_k=3)
-        await sqlite.aclose()
-        return hits
-
-    assert [hit.key for hit in asyncio.run(run())] == ["live49", "live48", "live47"]
-
-
-def test_a_fill_applies_the_filters(tmp_path):
-    async def run():
-        sqlite = SQLiteStore(tmp_path / "m.db")
-        await sqlite.put_many(
-            [
-                (Scope("p"), f"w{n}", f"walrus {n}", {"tier": "hot" if n % 10 == 0 else "warm"})
-                for n in range(MAX_CANDIDATES + 50)
-            ]
-        )
-        hits = await sqlite.query(Scope("p"), "walrus", top_k=3, filters={"tier": "hot"})
-        await sqlite.aclose()
-        return hits
-
-    last = (MAX_CANDIDATES + 49) // 10 * 10
-    assert [hit.key for hit in asyncio.run(run())] == [f"w{last - 10 * n}" for n in range(3)]
+        store.put(scope, "rare", "harbour walrus")
+        hits = store.query(scope, "harbour ferry walrus", top_k=5)
+    assert hits[0].key == "rare"  # the rare word's one item, then the best of the rest
+    assert len(hits) == 5 and len({hit.score for hit in hits[1:]}) == 1
 
 
 def test_optimize_keeps_every_item_findable(tmp_path):

@@ -1,0 +1,819 @@
+"""`SQLiteStore`: the embedded default memory store, one SQLite file (see the package)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from animus_flows.embedders import Embedder
+
+from animus_flows.errors import ConfigError, InvalidRequest, StoreUnavailable
+from animus_flows.protocol import (
+    JSON,
+    Capabilities,
+    MemoryItem,
+    QueryHit,
+    Scope,
+    ScopePage,
+    check_count,
+    indexed_text,
+    matches_filters,
+    utcnow,
+)
+from animus_flows.redaction import get_logger
+from animus_flows.stores.analysis import DEFAULT_LANGUAGE, analyzer
+from animus_flows.stores.base import (
+    BaseStore,
+    PutEntry,
+    check_key,
+    check_scope,
+    encode_json,
+    entry_fields,
+    metadata_object,
+    numeric_cursor,
+)
+from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg, fuse, model_mismatch
+from animus_flows.stores.sqlite import lexical
+from animus_flows.stores.sqlite.connection import StoreFile, transaction
+from animus_flows.stores.sqlite.index import Indexer, Row, VectorChanges
+from animus_flows.stores.sqlite.schema import (
+    SCHEMA_VERSION,
+    create,
+    id_range,
+    meta,
+    schema_version,
+    set_meta,
+    upgrade,
+)
+
+log = get_logger("animus_flows.stores.sqlite")
+
+MAX_QUERY_TOP_K = 1000
+INLINE_SCAN_ITEMS = 5_000  # a filtered listing of a larger scope leaves the event loop
+#: An older file is indexed again as it is opened when it holds at most this many items (a
+#: few seconds); a larger one waits for `animus memory reindex`.
+AUTO_REINDEX_ITEMS = 100_000
+# FTS5 merges index segments as it commits (each time AUTOMERGE segments share a level). A
+# put_many of BULK_ITEMS or more commits with merging deferred to BULK_AUTOMERGE segments,
+# which makes bulk ingest about 7% faster; later writes and optimize() catch up.
+AUTOMERGE = 4
+BULK_AUTOMERGE = 16
+BULK_ITEMS = 1000
+_SET_AUTOMERGE = "INSERT INTO items_fts (items_fts, rank) VALUES ('automerge', ?)"
+# Keys per statement of `get_many` and friends: short reads, far below SQLite's limits.
+KEY_BATCH = 100
+#: Items embedded per background batch: a write waits for no model; what it queued is
+#: embedded soon after, a batch at a time.
+EMBED_BATCH = 64
+
+_LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
+# The start of every read of a scope's items as `_item` takes them; `_scope_ids` fills it.
+_SCOPE_ITEMS = (
+    "SELECT i.key, i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
+    " FROM items i JOIN scopes s ON s.id = i.scope_id"
+    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
+)
+
+
+def _scope_ids(scope: Scope) -> tuple[str, str, str]:
+    """The `scopes` table's columns for `scope`: absent agent and task ids are ''."""
+    return (scope.project_id, scope.agent_id or "", scope.task_id or "")
+
+
+def _moment(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def _item(
+    scope: Scope,
+    key: str,
+    value: str,
+    metadata: str,
+    created_at: float,
+    updated_at: float,
+    expires_at: float | None,
+) -> MemoryItem:
+    return MemoryItem(
+        scope,
+        key,
+        json.loads(value),
+        json.loads(metadata),
+        _moment(created_at),  # type: ignore[arg-type]
+        _moment(updated_at),  # type: ignore[arg-type]
+        _moment(expires_at),
+    )
+
+
+def _checked_keys(keys: Sequence[str]) -> list[str]:
+    """`keys` once each, every one checked as `get` checks a key."""
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise InvalidRequest(f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}")
+    return list(dict.fromkeys(check_key(key) for key in keys))
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string after every string starting with `prefix` (None: there is none)."""
+    stem = prefix.rstrip(chr(0x10FFFF))
+    if not stem:
+        return None
+    following = ord(stem[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # surrogates are no characters (and SQLite cannot hold them)
+        following = 0xE000
+    return stem[:-1] + chr(following)
+
+
+def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
+    """SQL conditions on `i.metadata` with the semantics of `protocol.matches_filters`, for a
+    listing that must stop inside SQL. Keys travel as parameters through `json_each`, so no
+    metadata key can inject SQL or JSON path syntax."""
+    if not filters:
+        return "", []
+    clauses: list[str] = []
+    params: list[Any] = []
+    for name, wanted in filters.items():
+        options = wanted if isinstance(wanted, list) else [wanted]
+        values = [option for option in options if option is not None]
+        alternatives: list[str] = []
+        if values:
+            marks = ", ".join("?" * len(values))
+            # json_each gives an object or array as its JSON text: compare scalars only
+            alternatives.append(
+                "EXISTS (SELECT 1 FROM json_each(i.metadata) m WHERE m.key = ? AND "
+                f"((m.type NOT IN ('object', 'array') AND m.value IN ({marks})) OR "
+                "(m.type = 'array' AND EXISTS (SELECT 1 FROM json_each(m.value) e WHERE "
+                f"e.type NOT IN ('object', 'array') AND e.value IN ({marks})))))"
+            )
+            params += [name, *values, *values]
+        if None in options:
+            alternatives.append(
+                "NOT EXISTS (SELECT 1 FROM json_each(i.metadata) m "
+                "WHERE m.key = ? AND m.type != 'null')"
+            )
+            params.append(name)
+        clauses.append("(" + " OR ".join(alternatives) + ")")
+    return " AND " + " AND ".join(clauses), params
+
+
+def bm25_score(score: float) -> float:
+    """Map a BM25 score (0 and up) onto [0, 1), higher is better: 1 - exp(-score / 10). A strong
+    single-term match (about 10) scores ~0.63, several rare terms approach 1. The same score
+    always maps alike, across queries."""
+    return 1.0 - math.exp(-max(0.0, score) / 10.0)
+
+
+class SQLiteStore(BaseStore):
+    """The embedded default memory store: a single SQLite file.
+
+    Args:
+        path: the database file; created with its parent folders when missing.
+        busy_timeout_ms: how long a write waits for another process's lock.
+        language: how text is analyzed (stop words and stemming, `stores.analysis`); the
+            file records it, and opening it with another is an error until it is reindexed.
+        embedder: with one, the store ranks by a fusion of words and meaning
+            (`capabilities.semantic`); the file records its model and dimension.
+
+    With an embedder, `put_many` embeds its items before it writes them; a single `put` does
+    not wait for the model: its item is found by words at once, and by meaning a moment later,
+    once a background task has embedded it (`await store.wait_embedded()` waits for that).
+
+    Example:
+        ```python
+        from animus_flows.protocol import Scope
+        from animus_flows.stores import SQLiteStore
+
+        store = SQLiteStore(".animus/memory.db")
+        await store.put(Scope("demo"), "fx", "EUR/USD is exploring the 1.10 range")
+        hits = await store.query(Scope("demo"), "what did the euro explore?")
+        ```
+    """
+
+    capabilities = Capabilities(
+        native_ttl=True,
+        native_key_get=True,
+        strong_consistency=True,
+        max_query_top_k=MAX_QUERY_TOP_K,
+    )
+    atomic_put_many = True  # one transaction
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_ms: int = 5000,
+        language: str = DEFAULT_LANGUAGE,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self.language = language
+        self._semantic = None if embedder is None else SemanticLeg(embedder)
+        self._model: str | None = None  # the embedder's `model/dimension`, once known
+        self._indexer = Indexer(analyzer(language), semantic=embedder is not None)
+        self._reindex = False  # set by `reindex` before the file is opened
+        self._file = StoreFile(self.path, busy_timeout_ms, self._prepare, self._is_current)
+        self._embedding: asyncio.Task[None] | None = None
+        if embedder is not None:
+            self.capabilities = Capabilities(
+                native_ttl=True,
+                native_key_get=True,
+                strong_consistency=True,
+                max_query_top_k=MAX_QUERY_TOP_K,
+                semantic=True,
+            )
+
+    def describe(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    # -- the file's schema and analysis ----------------------------------------------------------
+
+    async def _ready(self) -> None:
+        if self._semantic is not None and self._model is None:
+            self._model = await self._semantic.label()  # a remote model is asked its size once
+
+    def _is_current(self, reader: sqlite3.Connection) -> bool:
+        return (
+            schema_version(reader) == SCHEMA_VERSION
+            and meta(reader, "language") == self.language
+            and (self._model is None or meta(reader, "embedder") == self._model)
+        )
+
+    def _check_model(self, conn: sqlite3.Connection) -> None:
+        """Record the embedder's model in a file that has none (queueing its items for
+        vectors), and refuse one whose vectors another model made."""
+        if self._model is None:
+            return
+        recorded = meta(conn, "embedder")
+        if recorded == self._model:
+            return
+        if recorded is not None and not self._reindex:
+            raise model_mismatch(f"SQLite store {self.path}", recorded, self._model)
+        with transaction(conn):
+            conn.execute("DELETE FROM item_vectors")
+            conn.execute("INSERT OR IGNORE INTO vector_pending SELECT id FROM items")
+            conn.execute("UPDATE scopes SET vectors = -1")  # no vectors a process kept fit
+            set_meta(conn, "embedder", self._model)
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Create the schema of a new file, upgrade an older one, and check it was indexed with
+        this store's analyzer; runs on the writer as it opens."""
+        version = schema_version(conn)
+        if version > SCHEMA_VERSION:
+            raise StoreUnavailable(
+                f"SQLite store {self.path} has schema version {version}, newer than this "
+                f"animus-flows ({SCHEMA_VERSION}); upgrade animus-flows"
+            )
+        if version == 0:
+            with transaction(conn):
+                create(conn)
+                set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+                set_meta(conn, "language", self.language)
+            self._check_model(conn)
+            return
+        recorded = meta(conn, "language")
+        if version == SCHEMA_VERSION and recorded == self.language and not self._reindex:
+            self._check_model(conn)
+            return
+        items = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+        if version == SCHEMA_VERSION and not self._reindex:
+            raise ConfigError(
+                f"SQLite store {self.path} is indexed for language {recorded!r}, not "
+                f"{self.language!r}; run `animus memory reindex` to index its {items} items "
+                f"for {self.language!r}, or set language: {recorded}"
+            )
+        if not self._reindex and items > AUTO_REINDEX_ITEMS:
+            raise StoreUnavailable(
+                f"SQLite store {self.path} holds {items} items indexed by an older animus-flows "
+                "(no stemming, no stop words); run `animus memory reindex` once to index them "
+                "again (about a minute per million items)"
+            )
+        with transaction(conn):
+            if version < SCHEMA_VERSION:
+                upgrade(conn)
+            done = self._indexer.reindex(conn)
+            set_meta(conn, "language", self.language)
+            set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+        self._check_model(conn)
+        log.warning(
+            "SQLite store %s: %d items indexed again (schema %d, language %s)",
+            self.path,
+            done,
+            SCHEMA_VERSION,
+            self.language,
+        )
+
+    async def reindex(self) -> int:
+        """Index every item again (terms, full-text index, statistics, and with an embedder
+        its vectors, embedded before this returns) with this store's language and model: after
+        a new animus-flows version, a language or a model change. Returns the items."""
+        self._reindex = True
+        await self._ready()
+
+        def again(conn: sqlite3.Connection) -> int:
+            with self._file.writing(conn):
+                done = self._indexer.reindex(conn)
+                set_meta(conn, "language", self.language)
+                if self._model is not None:
+                    set_meta(conn, "embedder", self._model)
+            return done
+
+        try:
+            done = await self._file.run(again)  # opening an older file reindexes it already
+        finally:
+            self._reindex = False
+        if self._semantic is not None:
+            self._semantic.forget()
+            while await self._embed_batch():
+                pass
+        return done
+
+    async def wait_embedded(self) -> None:
+        """Wait until every item written so far has its vector (no-op without an embedder)."""
+        if self._semantic is None:
+            return
+        await self._ready()
+        while await self._embed_batch():
+            pass
+
+    async def aclose(self) -> None:
+        task, self._embedding = self._embedding, None
+        if task is not None:  # the queue is in the file: what is left waits for the next run
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+        await self._file.aclose()
+
+    # -- the semantic leg's background work ---------------------------------------------------
+
+    def _embed_soon(self) -> None:
+        """Start embedding what writes queued, unless a task is at it already."""
+        if self._semantic is not None and (self._embedding is None or self._embedding.done()):
+            self._embedding = asyncio.get_running_loop().create_task(self._embed_queue())
+
+    async def _embed_queue(self) -> None:
+        try:
+            while await self._embed_batch():
+                pass
+        except Exception as exc:  # the queue stays in the file: the next write tries again
+            log.warning("SQLite store %s: embedding queued items failed: %s", self.path, exc)
+
+    async def _embed_batch(self) -> bool:
+        """Embed up to `EMBED_BATCH` queued items; False once the queue is empty."""
+        assert self._semantic is not None
+
+        def queued(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            return conn.execute(
+                "SELECT i.id, i.value FROM vector_pending p JOIN items i ON i.id = p.item_id"
+                " ORDER BY p.item_id LIMIT ?",
+                (EMBED_BATCH,),
+            ).fetchall()
+
+        rows = await self._file.run(queued)
+        if not rows:
+            return False
+        texts = [indexed_text(json.loads(value)) for _, value in rows]
+        blobs = await self._semantic.embed_documents(texts)
+        changes = VectorChanges()
+
+        def store(conn: sqlite3.Connection) -> None:
+            with self._file.writing(conn):
+                self._indexer.store_vectors(
+                    conn, dict(zip([i for i, _ in rows], blobs, strict=True)), changes
+                )
+
+        await self._file.run(store)
+        self._apply(changes)
+        return True
+
+    def _apply(self, changes: VectorChanges) -> None:
+        """Tell the kept vectors what a committed write changed."""
+        if self._semantic is None:
+            return
+        for scope_id, (before, after) in changes.versions.items():
+            self._semantic.changed(
+                scope_id,
+                before,
+                after,
+                changes.written.get(scope_id, []),
+                changes.removed.get(scope_id, []),
+            )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _scope_id(conn: sqlite3.Connection, scope: Scope, *, create: bool) -> int | None:
+        ids = _scope_ids(scope)
+        if create:
+            conn.execute(
+                "INSERT OR IGNORE INTO scopes (project_id, agent_id, task_id) VALUES (?, ?, ?)", ids
+            )
+        row = conn.execute(
+            "SELECT id FROM scopes WHERE project_id = ? AND agent_id = ? AND task_id = ?", ids
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def _row(
+        self,
+        value: JSON,
+        metadata: object,
+        expires_at: datetime | None,
+        vector: bytes | None = None,
+    ) -> Row:
+        """An item as it is written; encoding is the JSON check, so nothing encodes twice."""
+        return Row(
+            encode_json("value", value),
+            encode_json("metadata", metadata_object(metadata)),
+            self._indexer.terms(value),
+            None if expires_at is None else expires_at.timestamp(),
+            vector,
+        )
+
+    async def _put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        metadata: dict[str, JSON],
+        expires_at: datetime | None,
+    ) -> MemoryItem:
+        now = utcnow()
+        rows = {key: self._row(value, metadata, expires_at)}  # its vector: in the background
+        changes = VectorChanges()
+
+        def put(conn: sqlite3.Connection) -> float:
+            with self._file.writing(conn):
+                scope_id = self._scope_id(conn, scope, create=True)
+                created = self._indexer.write(conn, scope_id, rows, now.timestamp(), changes)  # type: ignore[arg-type]
+            return created[key]
+
+        created_at = await self._file.run(put)
+        self._apply(changes)
+        self._embed_soon()
+        return MemoryItem(scope, key, value, metadata, _moment(created_at), now, expires_at)  # type: ignore[arg-type]
+
+    async def put_many(self, entries: Iterable[PutEntry]) -> int:
+        """Store many `(scope, key, value, metadata[, ttl_seconds])` entries in one
+        transaction. Every entry is checked before anything is written: one bad entry writes
+        nothing."""
+        await self._ready()
+        checked = []
+        for entry in entries:
+            scope, key, value, metadata, ttl_seconds = entry_fields(entry)
+            check_scope(scope)
+            check_key(key)
+            checked.append((scope, key, value, metadata, self._expiry(ttl_seconds)))
+        # a batch is embedded before it is written, at once: batches are what models are for
+        blobs: list[bytes | None] = [None] * len(checked)
+        if self._semantic is not None:
+            blobs = await self._semantic.embed_documents(  # type: ignore[assignment]
+                [indexed_text(value) for _, _, value, _, _ in checked]
+            )
+        by_scope: dict[Scope, dict[str, Row]] = {}
+        for (scope, key, value, metadata, expires_at), blob in zip(checked, blobs, strict=True):
+            # a later entry for the same key wins, as with successive puts
+            by_scope.setdefault(scope, {})[key] = self._row(value, metadata, expires_at, blob)
+        now = utcnow().timestamp()
+        changes = VectorChanges()
+
+        def put_all(conn: sqlite3.Connection) -> int:
+            written = sum(len(rows) for rows in by_scope.values())
+            bulk = written >= BULK_ITEMS
+            with self._file.writing(conn):
+                if bulk:
+                    conn.execute(_SET_AUTOMERGE, (BULK_AUTOMERGE,))
+                for scope, rows in by_scope.items():
+                    scope_id = self._scope_id(conn, scope, create=True)
+                    self._indexer.write(conn, scope_id, rows, now, changes)  # type: ignore[arg-type]
+            if bulk:  # the items are committed: a busy store only leaves merging deferred
+                with suppress(sqlite3.OperationalError), transaction(conn):
+                    conn.execute(_SET_AUTOMERGE, (AUTOMERGE,))
+            return written
+
+        written = await self._file.run(put_all)
+        self._apply(changes)
+        return written
+
+    async def _delete(self, scope: Scope, key: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            with self._file.writing(conn):
+                scope_id = self._scope_id(conn, scope, create=False)
+                if scope_id is None:
+                    return False
+                now = utcnow().timestamp()
+                live = conn.execute(
+                    "SELECT 1 FROM items WHERE scope_id = ? AND key = ?"
+                    " AND (expires_at IS NULL OR expires_at > ?)",
+                    (scope_id, key, now),
+                ).fetchone()
+                self._indexer.remove(conn, "scope_id = ? AND key = ?", (scope_id, key), changes)
+                return live is not None
+
+        changes = VectorChanges()
+        deleted = await self._file.run(delete)
+        self._apply(changes)
+        return deleted
+
+    async def _delete_scope(self, scope: Scope) -> int:
+        def delete(conn: sqlite3.Connection) -> int:
+            with self._file.writing(conn):
+                scope_id = self._scope_id(conn, scope, create=False)
+                if scope_id is None:
+                    return 0
+                live = self._count(conn, scope_id)
+                self._indexer.remove(conn, "id BETWEEN ? AND ?", id_range(scope_id))
+                conn.execute("DELETE FROM term_df WHERE scope_id = ?", (scope_id,))
+                conn.execute("DELETE FROM scopes WHERE id = ?", (scope_id,))
+                deleted.append(scope_id)
+                return live
+
+        deleted: list[int] = []
+        live = await self._file.run(delete)
+        if self._semantic is not None:
+            for scope_id in deleted:
+                self._semantic.forget(scope_id)
+        return live
+
+    async def optimize(self) -> None:
+        """Merge the full-text index into one segment and refresh the planner's statistics.
+
+        Worth running after a bulk load (a few seconds per million items): queries then read one
+        segment instead of several. Safe at any time; other processes keep reading meanwhile.
+        """
+
+        def optimize(conn: sqlite3.Connection) -> None:
+            with self._file.writing(conn):
+                conn.execute("INSERT INTO items_fts (items_fts) VALUES ('optimize')")
+            conn.execute("PRAGMA optimize")
+
+        await self._file.run(optimize)
+
+    async def purge_expired(self) -> int:
+        """Delete expired items for good (queries skip them either way; until then the scope's
+        statistics count them)."""
+
+        def purge(conn: sqlite3.Connection) -> int:
+            with self._file.writing(conn):
+                return self._indexer.remove(
+                    conn,
+                    "expires_at IS NOT NULL AND expires_at <= ?",
+                    (utcnow().timestamp(),),
+                    changes,
+                )
+
+        changes = VectorChanges()
+        purged = await self._file.run(purge)
+        self._apply(changes)
+        return purged
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def _get(self, scope: Scope, key: str) -> MemoryItem | None:
+        def get(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            return conn.execute(
+                f"{_SCOPE_ITEMS} AND i.key = ? AND {_LIVE}",
+                (*_scope_ids(scope), key, utcnow().timestamp()),
+            ).fetchone()
+
+        row = await self._file.read(get)
+        return None if row is None else _item(scope, *row)
+
+    async def get_many(self, scope: Scope, keys: Sequence[str]) -> dict[str, MemoryItem]:
+        """The live items of `scope` among `keys`, by key (a key without one is absent): what
+        `get` returns key by key, in one read of the key index per `KEY_BATCH` keys."""
+        check_scope(scope)
+        wanted = _checked_keys(keys)
+        found: dict[str, MemoryItem] = {}
+        for start in range(0, len(wanted), KEY_BATCH):
+            batch = wanted[start : start + KEY_BATCH]
+
+            def read(conn: sqlite3.Connection, batch: list[str]) -> list[tuple[Any, ...]]:
+                return conn.execute(
+                    f"{_SCOPE_ITEMS} AND i.key IN ({', '.join('?' * len(batch))}) AND {_LIVE}",
+                    (*_scope_ids(scope), *batch, utcnow().timestamp()),
+                ).fetchall()
+
+            # a read per batch, so the event loop runs between them
+            found.update((row[0], _item(scope, *row)) for row in await self._file.read(read, batch))
+        return found
+
+    async def scope_items(
+        self, scope: Scope, *, after: str | None = None, limit: int = 1000
+    ) -> list[MemoryItem]:
+        """The live items of `scope` in key order, at most `limit`, after key `after` (see
+        `protocol.ScopeReads`): a walk of the scope's key index, however large the scope."""
+        check_scope(scope)
+        if after is not None:
+            check_key(after)
+        check_count("limit", limit)
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"{_SCOPE_ITEMS}{'' if after is None else ' AND i.key > ?'} AND {_LIVE}"
+                " ORDER BY i.key LIMIT ?",
+                (
+                    *_scope_ids(scope),
+                    *([] if after is None else [after]),
+                    utcnow().timestamp(),
+                    limit,
+                ),
+            ).fetchall()
+
+        return [_item(scope, *row) for row in await self._file.read(read)]
+
+    async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]:
+        """When the live items of `scope` among `keys` that expire do, by key (see
+        `protocol.KeyExpiries`): the key index alone, no value read or decoded."""
+        check_scope(scope)
+        wanted = _checked_keys(keys)
+        found: dict[str, datetime] = {}
+        for start in range(0, len(wanted), KEY_BATCH):
+            batch = wanted[start : start + KEY_BATCH]
+
+            def read(conn: sqlite3.Connection, batch: list[str]) -> list[tuple[str, float]]:
+                return conn.execute(
+                    "SELECT i.key, i.expires_at FROM items i JOIN scopes s ON s.id = i.scope_id"
+                    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
+                    f" AND i.key IN ({', '.join('?' * len(batch))}) AND i.expires_at > ?",
+                    (*_scope_ids(scope), *batch, utcnow().timestamp()),
+                ).fetchall()
+
+            found.update((key, _moment(at)) for key, at in await self._file.read(read, batch))  # type: ignore[misc]
+        return found
+
+    async def items_with_key_prefix(
+        self, scope: Scope, prefix: str, *, limit: int = 100
+    ) -> list[MemoryItem]:
+        """The live items of `scope` whose keys start with `prefix` (case-sensitive), in key
+        order, at most `limit`: a range of the scope's key index, however large the scope."""
+        check_scope(scope)
+        check_key(prefix)
+        check_count("limit", limit)
+        end = prefix_end(prefix)
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"{_SCOPE_ITEMS} AND i.key >= ?{'' if end is None else ' AND i.key < ?'}"
+                f" AND {_LIVE} ORDER BY i.key LIMIT ?",
+                (
+                    *_scope_ids(scope),
+                    prefix,
+                    *([] if end is None else [end]),
+                    utcnow().timestamp(),
+                    limit,
+                ),
+            ).fetchall()
+
+        return [_item(scope, *row) for row in await self._file.read(read)]
+
+    async def _query(
+        self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
+    ) -> list[QueryHit]:
+        now = utcnow().timestamp()
+        listing = not text.strip()
+        terms = [] if listing else self._indexer.analyzer.terms(text)
+        vector = None
+        if self._semantic is not None and not listing:
+            if self._embedding is None:  # items an earlier process queued: embed them now
+                self._embed_soon()
+            vector = await self._semantic.query_vector(text)
+        if not listing and not terms and vector is None:
+            return []  # nothing but stop words: no item is about any of it
+
+        def find(conn: sqlite3.Connection) -> list[tuple[str, str, dict[str, JSON], float]] | None:
+            row = conn.execute(
+                "SELECT id, items, terms, vectors FROM scopes"
+                " WHERE project_id = ? AND agent_id = ? AND task_id = ?",
+                _scope_ids(scope),
+            ).fetchone()
+            if row is None:
+                return []
+            scope_id, items, total_terms, version = row
+            if listing:
+                # A filtered listing reads the scope until top_k items pass its filters: all of
+                # it when few pass (165 to 230 ms in a 100k-item scope). In a large scope it runs
+                # on the store's thread, where a caller's timeout can abandon it, instead of
+                # holding the event loop: None sends it there.
+                if filters and items > INLINE_SCAN_ITEMS and self._file.is_reader(conn):
+                    return None
+                return self._newest(conn, scope_id, now, top_k, filters)
+            depth = top_k if vector is None else max(top_k, FUSION_DEPTH)
+            ranked = []
+            if terms:
+                ranked = lexical.rank(
+                    conn, scope_id, (items, total_terms), terms, depth, now, filters
+                )
+            if vector is None:
+                return [(key, value, meta, bm25_score(s)) for _, key, value, meta, s in ranked]
+            return self._fused(
+                conn, (scope_id, version), ranked, vector, depth, top_k, now, filters
+            )
+
+        rows = await self._file.read(find)
+        if rows is None:
+            rows = await self._file.run(find)
+        return [
+            QueryHit(key, json.loads(value), score, metadata)
+            for key, value, metadata, score in rows
+        ]
+
+    def _fused(
+        self,
+        conn: sqlite3.Connection,
+        scope: tuple[int, int],
+        ranked: list[lexical.Ranked],
+        vector: Any,
+        depth: int,
+        top_k: int,
+        now: float,
+        filters: dict[str, JSON] | None,
+    ) -> list[tuple[str, str, dict[str, JSON], float]]:
+        """The lexical ranking fused with the vector one (`semantic.fuse`), both `depth` deep,
+        the best `top_k` kept; vector hits are checked against the filters as lexical ones."""
+        assert self._semantic is not None
+        scope_id, version = scope
+
+        def load() -> tuple[list[int], list[bytes]]:
+            found = conn.execute(
+                "SELECT item_id, vector FROM item_vectors WHERE item_id BETWEEN ? AND ?",
+                id_range(scope_id),
+            ).fetchall()
+            return [item_id for item_id, _ in found], [blob for _, blob in found]
+
+        # twice as deep: some fail the filters or expired
+        near = self._semantic.search(scope_id, version, load, vector, 2 * depth)
+        verdicts = lexical.judge(
+            conn, [item_id for item_id, _ in near], now, lambda m: matches_filters(m, filters)
+        )
+        rows = {item_id: (key, value, meta) for item_id, key, value, meta, _ in ranked}
+        rows.update((item_id, row) for item_id, row in verdicts.items() if row is not None)
+        close = [(item_id, cosine) for item_id, cosine in near if verdicts[item_id]][:depth]
+        fused = fuse([(item_id, score) for item_id, *_, score in ranked], close)[:top_k]
+        return [(*rows[item_id], score) for item_id, score in fused]  # type: ignore[misc]
+
+    @staticmethod
+    def _newest(
+        conn: sqlite3.Connection,
+        scope_id: int,
+        now: float,
+        top_k: int,
+        filters: dict[str, JSON] | None,
+    ) -> list[lexical.Ranked]:
+        """A listing (empty query text): the scope newest first, walking `items_by_recency` and
+        stopping at top_k matches; the index is named because, with the statistics `optimize()`
+        gathers for a large scope, the planner would rather sort the whole scope."""
+        where, params = filter_clause(filters)
+        rows = conn.execute(
+            "SELECT i.key, i.value, i.metadata FROM items i INDEXED BY items_by_recency"
+            f" WHERE i.scope_id = ? AND {_LIVE}{where}"
+            " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?",
+            (scope_id, now, *params, top_k),
+        ).fetchall()
+        return [(key, value, json.loads(metadata), 1.0) for key, value, metadata in rows]
+
+    async def _list_scopes(
+        self, project_id: str | None, cursor: str | None, limit: int
+    ) -> ScopePage:
+        after = numeric_cursor(cursor)
+
+        def list_scopes(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            project_clause = "" if project_id is None else " AND s.project_id = ?"
+            return conn.execute(
+                "SELECT s.id, s.project_id, s.agent_id, s.task_id FROM scopes s"
+                f" WHERE s.id > ?{project_clause} AND EXISTS (SELECT 1 FROM items i"
+                f" WHERE i.scope_id = s.id AND {_LIVE}) ORDER BY s.id LIMIT ?",
+                (
+                    after,
+                    *([project_id] if project_id is not None else []),
+                    utcnow().timestamp(),
+                    limit + 1,
+                ),
+            ).fetchall()
+
+        rows = await self._file.run(list_scopes)
+        page = rows[:limit]
+        scopes = [Scope(p, a or None, t or None) for _, p, a, t in page]
+        next_cursor = str(page[-1][0]) if len(rows) > limit else None
+        return ScopePage(scopes, next_cursor)
+
+    @staticmethod
+    def _count(conn: sqlite3.Connection, scope_id: int) -> int:
+        return conn.execute(
+            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ? AND {_LIVE}",
+            (*id_range(scope_id), utcnow().timestamp()),
+        ).fetchone()[0]
+
+    async def count(self, scope: Scope) -> int:
+        """Live items in `scope`: what `delete_scope` would remove."""
+
+        def count(conn: sqlite3.Connection) -> int:
+            scope_id = self._scope_id(conn, scope, create=False)
+            return 0 if scope_id is None else self._count(conn, scope_id)
+
+        return await self._file.run(count)
