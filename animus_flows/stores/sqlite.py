@@ -35,6 +35,7 @@ from animus_flows.errors import InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.protocol import (
     JSON,
     Capabilities,
+    ItemPage,
     MemoryItem,
     QueryHit,
     Scope,
@@ -49,8 +50,10 @@ from animus_flows.stores.base import (
     PutEntry,
     check_key,
     check_scope,
+    cursor_key,
     encode_json,
     entry_fields,
+    item_page,
     metadata_object,
     numeric_cursor,
 )
@@ -1048,6 +1051,49 @@ class SQLiteStore(BaseStore):
                 return live
 
         return await self._run(delete)
+
+    async def _delete(self, scope: Scope, key: str) -> bool:
+        def find(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            return conn.execute(
+                f"{_SCOPE_ITEMS} AND i.key = ?", (*_scope_ids(scope), key)
+            ).fetchone()
+
+        def delete(conn: sqlite3.Connection) -> bool:
+            with self._writing(conn):
+                row = conn.execute(
+                    "SELECT i.id, i.expires_at FROM items i JOIN scopes s ON s.id = i.scope_id"
+                    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ? AND i.key = ?",
+                    (*_scope_ids(scope), key),
+                ).fetchone()
+                if row is None:  # deleted meanwhile
+                    return False
+                conn.execute(f"{_UNINDEX} FROM items WHERE id = ?", (row[0],))
+                conn.execute("DELETE FROM items WHERE id = ?", (row[0],))
+                return row[1] is None or row[1] > utcnow().timestamp()
+
+        # a key that is not there is not written for: a write renews the file's write token,
+        # which makes the next queries count their words again
+        if await self._read(find) is None:
+            return False
+        return await self._run(delete)
+
+    async def _list_items(
+        self, scope: Scope, prefix: str | None, cursor: str | None, limit: int
+    ) -> ItemPage:
+        after = cursor_key(cursor)
+        end = None if prefix is None else prefix_end(prefix)
+        # key ranges of the (scope, key) index: no character of a prefix is a wildcard
+        bounds = [(" AND i.key >= ?", prefix or None), (" AND i.key < ?", end)]
+        bounds.append((" AND i.key > ?", after))
+        kept = [(clause, value) for clause, value in bounds if value is not None]
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"{_SCOPE_ITEMS}{''.join(c for c, _ in kept)} AND {_LIVE} ORDER BY i.key LIMIT ?",
+                (*_scope_ids(scope), *(v for _, v in kept), utcnow().timestamp(), limit + 1),
+            ).fetchall()
+
+        return item_page([_item(scope, *row) for row in await self._read(read)], limit)
 
     async def count(self, scope: Scope) -> int:
         """Live items in `scope`: what `delete_scope` would remove."""

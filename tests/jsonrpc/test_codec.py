@@ -198,6 +198,9 @@ def test_results_parse_back_into_protocol_types():
     )
     assert page.scopes == [Scope("p", task_id="t")] and page.next_cursor == "2"
     assert codec.parse_deleted({"deleted": 3}, "plugin p") == 3
+    assert codec.parse_deleted_item({"deleted": False}, "plugin p") is False
+    items = codec.parse_item_page({"items": [item.to_json()], "next_cursor": "c"}, "plugin p")
+    assert items.items == [item] and items.next_cursor == "c"
 
 
 @pytest.mark.parametrize(
@@ -211,13 +214,17 @@ def test_results_parse_back_into_protocol_types():
         (lambda r: codec.parse_page(r, "plugin p"), {"scopes": [{"project_id": ""}]}),
         (lambda r: codec.parse_deleted(r, "plugin p"), {"deleted": -1}),
         (lambda r: codec.parse_deleted(r, "plugin p"), {"deleted": True}),
+        (lambda r: codec.parse_deleted_item(r, "plugin p"), {"deleted": 1}),
+        (lambda r: codec.parse_item_page(r, "plugin p"), {"items": [{"key": "k"}]}),
+        (lambda r: codec.parse_item_page(r, "plugin p"), {"items": [], "next_cursor": 5}),
+        (lambda r: codec.parse_item_page(r, "plugin p"), {"hits": []}),
     ],
 )
 def test_malformed_results_are_the_plugins_fault(parse, result):
     with pytest.raises(StoreUnavailable) as raised:
         parse(result)
     assert "plugin p answered" in str(raised.value)
-    assert "does not follow protocol 0.1.0" in str(raised.value)
+    assert "does not follow protocol 0.2.0" in str(raised.value)
 
 
 @pytest.mark.parametrize(
@@ -225,7 +232,10 @@ def test_malformed_results_are_the_plugins_fault(parse, result):
     [
         ("0.1.0", True),
         ("0.1.7", True),
-        ("0.2.0", False),
+        ("0.2.0", True),
+        ("0.2.3", True),
+        ("0.3.0", False),
+        ("0.0.9", False),
         ("1.1.0", False),
         ("0.1", False),
         ("v0.1.0", False),
@@ -237,17 +247,44 @@ def test_version_compatibility_follows_semver_for_0_x(version, ok):
     assert codec.is_compatible(version) is ok
 
 
+def test_a_0_1_plugin_serves_all_but_the_methods_0_2_added():
+    result = {
+        "protocol_version": "0.1.0",
+        "plugin_id": "old",
+        "capabilities": {
+            "native_ttl": False,
+            "native_key_get": True,
+            "strong_consistency": True,
+            "max_query_top_k": 5,
+        },
+    }
+    handshake = codec.parse_initialize(result, "plugin old")
+    assert handshake.capabilities.semantic is False  # 0.1.0 has no such capability
+    for method in ("memory/put", "memory/get", "memory/query", "memory/delete_scope"):
+        codec.check_method_served(handshake, method, "plugin old")
+    for method in ("memory/delete", "memory/list_items"):
+        with pytest.raises(ConfigError) as refused:
+            codec.check_method_served(handshake, method, "plugin old")
+        assert str(refused.value) == (
+            f"plugin old speaks protocol 0.1.0, which has no {method} (added in 0.2.0); "
+            "upgrade the plugin to protocol 0.2.0"
+        )
+    new = codec.parse_initialize({**result, "protocol_version": "0.2.0"}, "plugin new")
+    codec.check_method_served(new, "memory/delete", "plugin new")
+
+
 def test_the_handshake_is_checked():
     caps = Capabilities(False, True, False, 50)
     result = codec.initialize_result("mine", caps)
     assert result == {
-        "protocol_version": "0.1.0",
+        "protocol_version": "0.2.0",
         "plugin_id": "mine",
         "capabilities": {
             "native_ttl": False,
             "native_key_get": True,
             "strong_consistency": False,
             "max_query_top_k": 50,
+            "semantic": False,
         },
     }
     assert codec.parse_initialize(result, "plugin p").capabilities == caps
@@ -258,8 +295,8 @@ def test_the_handshake_is_checked():
         )
     with pytest.raises(StoreUnavailable, match="incomplete"):
         codec.parse_initialize({**result, "capabilities": {"native_ttl": True}}, "plugin p")
-    with pytest.raises(ConfigError, match=r"speaks protocol '0\.2\.0'"):
-        codec.parse_initialize({**result, "protocol_version": "0.2.0"}, "plugin p")
+    with pytest.raises(ConfigError, match=r"speaks protocol '0\.3\.0'"):
+        codec.parse_initialize({**result, "protocol_version": "0.3.0"}, "plugin p")
 
 
 def test_requests_are_json_rpc_2():

@@ -738,6 +738,7 @@ class ProtocolOnly:
         self.capabilities = store.capabilities
         self.put, self.get, self.query = store.put, store.get, store.query
         self.list_scopes, self.delete_scope = store.list_scopes, store.delete_scope
+        self.delete, self.list_items = store.delete, store.list_items
         self.aclose = store.aclose
 
 
