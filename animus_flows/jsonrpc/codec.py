@@ -1,7 +1,8 @@
-"""Framing, parameters, results and error codes of the memory-store protocol over JSON-RPC 2.0.
+"""Framing, results, versions and error codes of the memory-store protocol over JSON-RPC 2.0.
 
 Pure functions, no I/O: the plugin server and the `jsonrpc` store both use them, so the two ends
-agree byte for byte. docs/protocol.md is the prose version of this module.
+agree byte for byte (each method's params are checked in `params`). docs/protocol.md is the
+prose version of this module.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from animus_flows.errors import (
     AnimusError,
@@ -22,15 +22,14 @@ from animus_flows.errors import (
     StoreUnavailable,
     WriteDenied,
 )
+from animus_flows.jsonrpc.params import method_arguments
 from animus_flows.protocol import (
     JSON,
     METHOD_DELETE,
     METHOD_DELETE_SCOPE,
-    METHOD_GET,
     METHOD_INITIALIZE,
     METHOD_LIST_ITEMS,
     METHOD_LIST_SCOPES,
-    METHOD_PUT,
     METHOD_QUERY,
     PROTOCOL_VERSION,
     Capabilities,
@@ -42,6 +41,8 @@ from animus_flows.protocol import (
     is_valid_unicode,
 )
 from animus_flows.redaction import redact, redact_head
+
+__all__ = ["method_arguments"]  # the params' checks live in `params`; the server calls it here
 
 # -- error codes ----------------------------------------------------------------------------
 
@@ -227,76 +228,6 @@ def _valid_id(request_id: object) -> bool:
 def _shown(value: object) -> str:
     """A sent value as a message quotes it: JSON, cut short, secrets redacted."""
     return redact_head(json.dumps(value, ensure_ascii=False, default=str), 80)
-
-
-#: Parameters of each memory method: name -> required. Anything else is refused.
-METHOD_PARAMS: dict[str, dict[str, bool]] = {
-    METHOD_INITIALIZE: {"protocol_version": False, "host": False},
-    METHOD_PUT: {
-        "scope": True,
-        "key": True,
-        "value": True,
-        "metadata": False,
-        "ttl_seconds": False,
-    },
-    METHOD_GET: {"scope": True, "key": True},
-    METHOD_QUERY: {"scope": True, "text": True, "top_k": False, "filters": False},
-    METHOD_LIST_SCOPES: {"project_id": False, "cursor": False, "limit": False},
-    METHOD_DELETE_SCOPE: {"scope": True},
-    METHOD_DELETE: {"scope": True, "key": True},
-    METHOD_LIST_ITEMS: {"scope": True, "prefix": False, "cursor": False, "limit": False},
-}
-
-_KINDS: dict[str, tuple[str, tuple[type, ...], bool]] = {
-    # name: (what to send, accepted types, null allowed)
-    "key": ("a string", (str,), False),
-    "text": ("a string", (str,), False),
-    "top_k": ("an integer", (int,), False),
-    "limit": ("an integer", (int,), False),
-    "ttl_seconds": ("an integer or null", (int,), True),
-    "metadata": ("an object or null", (dict,), True),
-    "filters": ("an object or null", (dict,), True),
-    "project_id": ("a string or null", (str,), True),
-    "cursor": ("a string or null", (str,), True),
-    "prefix": ("a string or null", (str,), True),
-    "protocol_version": ("a string", (str,), False),
-    "host": ("an object", (dict,), False),
-}
-
-
-def method_arguments(method: str, params: Mapping[str, JSON]) -> dict[str, Any]:
-    """The keyword arguments of the store method for `params`, type-checked.
-
-    Raises InvalidRequest (InvalidScope for a bad scope); the store checks values further.
-    """
-    spec = METHOD_PARAMS[method]
-    unknown = sorted(set(params) - set(spec))
-    if unknown:
-        raise InvalidRequest(
-            f"{method}: unknown param(s) {', '.join(unknown)}; "
-            f"{method} takes {', '.join(spec) or 'no params'}"
-        )
-    missing = [name for name, required in spec.items() if required and name not in params]
-    if missing:
-        raise InvalidRequest(f"{method}: missing param(s) {', '.join(missing)}")
-    arguments: dict[str, Any] = {}
-    for name, value in params.items():
-        if name == "scope":
-            arguments[name] = Scope.from_json(value)
-            continue
-        if name == "value":
-            arguments[name] = value
-            continue
-        what, types, nullable = _KINDS[name]
-        if value is None and nullable:
-            arguments[name] = None
-        elif isinstance(value, bool) or not isinstance(value, types):
-            raise InvalidRequest(
-                f"{method}: param {name} is {redact_head(json.dumps(value), 60)}; send {what}"
-            )
-        else:
-            arguments[name] = value
-    return arguments
 
 
 def initialize_result(plugin_id: str, capabilities: Capabilities) -> dict[str, JSON]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from animus_flows.errors import AnimusError, InvalidRequest
 from animus_flows.jsonrpc import codec
+from animus_flows.jsonrpc.params import method_arguments
 from animus_flows.jsonrpc.stdio import FdReader, FdWriter, claim_stdout
 from animus_flows.protocol import (
     JSON,
@@ -131,7 +132,7 @@ class PluginServer:
                 + ", ".join(self._methods),
             )
         try:
-            arguments = codec.method_arguments(request.method, request.params)
+            arguments = method_arguments(request.method, request.params)
             return codec.success(request.id, await handler(**arguments))
         except AnimusError as exc:
             return codec.failure(request.id, codec.error_code(exc), str(exc), type(exc).__name__)

@@ -13,6 +13,7 @@ from animus_flows.errors import (
     WriteDenied,
 )
 from animus_flows.jsonrpc import codec
+from animus_flows.jsonrpc.params import method_arguments
 from animus_flows.protocol import Capabilities, MemoryItem, Scope
 
 
@@ -95,7 +96,7 @@ def test_a_request_without_id_is_a_notification():
 
 
 def test_method_arguments_become_store_keyword_arguments():
-    arguments = codec.method_arguments(
+    arguments = method_arguments(
         "memory/put",
         {
             "scope": {"project_id": "p", "agent_id": "a"},
@@ -105,7 +106,12 @@ def test_method_arguments_become_store_keyword_arguments():
         },
     )
     assert arguments == {"scope": Scope("p", "a"), "key": "k", "value": None, "ttl_seconds": 5}
-    assert codec.method_arguments("memory/list_scopes", {"cursor": None}) == {"cursor": None}
+    assert method_arguments("memory/list_scopes", {"cursor": None}) == {"cursor": None}
+    assert method_arguments("memory/list_items", {"scope": {"project_id": "p"}, "limit": 5}) == {
+        "scope": Scope("p"),
+        "limit": 5,
+    }
+    assert method_arguments("initialize", {}) == {}
 
 
 @pytest.mark.parametrize(
@@ -133,11 +139,49 @@ def test_method_arguments_become_store_keyword_arguments():
         ("memory/get", {"scope": "p", "key": "k"}, InvalidScope, "scope 'p' is not an object"),
         ("memory/get", {"scope": {"project_id": "p", "x": 1}, "key": "k"}, InvalidScope, "unknown"),
         ("memory/put", {"scope": {"project_id": "p"}, "key": "k"}, InvalidRequest, "value"),
+        ("memory/delete", {"scope": {"project_id": "p"}}, InvalidRequest, "missing param(s) key"),
+        (
+            "memory/delete",
+            {"scope": {"project_id": "p"}, "key": 5},
+            InvalidRequest,
+            "memory/delete: param key is 5; send a string",
+        ),
+        (
+            "memory/list_items",
+            {"scope": {"project_id": "p"}, "limit": "5"},
+            InvalidRequest,
+            'memory/list_items: param limit is "5"; send an integer',
+        ),
+        (
+            "memory/list_items",
+            {"scope": {"project_id": "p"}, "prefix": ["a"]},
+            InvalidRequest,
+            'memory/list_items: param prefix is ["a"]; send a string or null',
+        ),
+        (
+            "memory/list_items",
+            {"scope": {"project_id": "p"}, "after": "k"},
+            InvalidRequest,
+            "unknown param(s) after; memory/list_items takes scope, prefix, cursor, limit",
+        ),
+        ("memory/list_items", {}, InvalidRequest, "memory/list_items: missing param(s) scope"),
+        (
+            "memory/put",
+            {"scope": {"project_id": "p"}, "key": "k", "value": 1, "metadata": []},
+            InvalidRequest,
+            "memory/put: param metadata is []; send an object or null",
+        ),
+        (
+            "initialize",
+            {"host": "me"},
+            InvalidRequest,
+            'initialize: param host is "me"; send an object',
+        ),
     ],
 )
 def test_bad_params_name_the_param_and_the_fix(method, params, error, text):
     with pytest.raises(error) as raised:
-        codec.method_arguments(method, params)
+        method_arguments(method, params)
     assert text in str(raised.value)
 
 
