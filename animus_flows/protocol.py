@@ -418,29 +418,6 @@ class MemoryStore(Protocol):
 
 
 @runtime_checkable
-class KeyPrefixReads(Protocol):
-    """An optional, in-process extension of a store (no JSON-RPC method): reading the items
-    whose keys start with a prefix. The memory layer finds a memory by id prefix through it
-    when its store offers it, and by listing the scope otherwise."""
-
-    async def items_with_key_prefix(
-        self, scope: Scope, prefix: str, *, limit: int = 100
-    ) -> list[MemoryItem]: ...
-
-
-@runtime_checkable
-class ScopeReads(Protocol):
-    """An optional, in-process extension of a store (no JSON-RPC method): the live items of
-    one scope in key order, a page at a time (`after`: the last key of the page before). The
-    memory layer enumerates a scope (export, backup, tags, tier review) through it when its
-    store offers it, and by listings filtered on `_bucket` otherwise."""
-
-    async def scope_items(
-        self, scope: Scope, *, after: str | None = None, limit: int = 1000
-    ) -> list[MemoryItem]: ...
-
-
-@runtime_checkable
 class BatchedKeyReads(Protocol):
     """An optional, in-process extension of a store (no JSON-RPC method): reading many keys of
     one scope at once. The memory layer reads stored copies through it when its store offers

@@ -40,7 +40,6 @@ from animus_flows.protocol import (
     QueryHit,
     Scope,
     ScopePage,
-    check_count,
     indexed_text,
     matches_filters,
     utcnow,
@@ -825,30 +824,6 @@ class SQLiteStore(BaseStore):
             found.update((row[0], _item(scope, *row)) for row in await self._read(read, batch))
         return found
 
-    async def scope_items(
-        self, scope: Scope, *, after: str | None = None, limit: int = 1000
-    ) -> list[MemoryItem]:
-        """The live items of `scope` in key order, at most `limit`, after key `after` (see
-        `protocol.ScopeReads`): a walk of the scope's key index, however large the scope."""
-        check_scope(scope)
-        if after is not None:
-            check_key(after)
-        check_count("limit", limit)
-
-        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"{_SCOPE_ITEMS}{'' if after is None else ' AND i.key > ?'} AND {_LIVE}"
-                " ORDER BY i.key LIMIT ?",
-                (
-                    *_scope_ids(scope),
-                    *([] if after is None else [after]),
-                    utcnow().timestamp(),
-                    limit,
-                ),
-            ).fetchall()
-
-        return [_item(scope, *row) for row in await self._read(read)]
-
     async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]:
         """When the live items of `scope` among `keys` that expire do, by key (see
         `protocol.KeyExpiries`): the key index alone, no value read or decoded."""
@@ -868,31 +843,6 @@ class SQLiteStore(BaseStore):
 
             found.update((key, _moment(at)) for key, at in await self._read(read, batch))  # type: ignore[misc]
         return found
-
-    async def items_with_key_prefix(
-        self, scope: Scope, prefix: str, *, limit: int = 100
-    ) -> list[MemoryItem]:
-        """The live items of `scope` whose keys start with `prefix` (case-sensitive), in key
-        order, at most `limit`: a range of the scope's key index, however large the scope."""
-        check_scope(scope)
-        check_key(prefix)
-        check_count("limit", limit)
-        end = prefix_end(prefix)
-
-        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"{_SCOPE_ITEMS} AND i.key >= ?{'' if end is None else ' AND i.key < ?'}"
-                f" AND {_LIVE} ORDER BY i.key LIMIT ?",
-                (
-                    *_scope_ids(scope),
-                    prefix,
-                    *([] if end is None else [end]),
-                    utcnow().timestamp(),
-                    limit,
-                ),
-            ).fetchall()
-
-        return [_item(scope, *row) for row in await self._read(read)]
 
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None

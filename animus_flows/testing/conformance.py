@@ -13,8 +13,7 @@ pytest runs every check against it::
 
 Async-indexed stores override `eventually_consistent` to wait until writes are searchable.
 Tests of optional capabilities skip when the store's flag is off, and tests of the optional
-in-process extensions (`KeyPrefixReads`, `BatchedKeyReads`, `KeyExpiries`, `ScopeReads`) when the
-store does not offer them.
+in-process extensions (`BatchedKeyReads`, `KeyExpiries`) when the store does not offer them.
 Needs pytest and pytest-asyncio (`pip install pytest pytest-asyncio`), in any asyncio mode.
 """
 
@@ -39,12 +38,10 @@ from animus_flows.protocol import (
     MAX_TTL_SECONDS,
     BatchedKeyReads,
     KeyExpiries,
-    KeyPrefixReads,
     MemoryItem,
     MemoryStore,
     QueryHit,
     Scope,
-    ScopeReads,
 )
 
 #: Pairs of ids that a careless store confuses: LIKE wildcards, path separators, quoting,
@@ -701,26 +698,6 @@ class StoreConformance:
         with pytest.raises(InvalidRequest):
             await s.get_many(scope, "a key, not a list")  # type: ignore[attr-defined]
 
-    async def test_scope_items_walk_one_scope_in_key_order(self, s: MemoryStore) -> None:
-        self.skip_unless_offered(s, ScopeReads)
-        scope = Scope("walk", agent_id="a")
-        keys = sorted({key for pair in AWKWARD_ID_PAIRS for key in pair})
-        for key in keys:
-            await s.put(scope, key, {"key": key})
-        await s.put(Scope("walk", agent_id="b"), "another scope's", "v")
-        walked: list[str] = []
-        while True:
-            after = walked[-1] if walked else None
-            page = await s.scope_items(scope, after=after, limit=3)  # type: ignore[attr-defined]
-            walked += [item.key for item in page]
-            if len(page) < 3:
-                break
-        assert walked == keys
-        first = (await s.scope_items(scope, limit=1))[0]  # type: ignore[attr-defined]
-        assert first == await s.get(scope, keys[0])
-        with pytest.raises(InvalidRequest):
-            await s.scope_items(scope, limit=0)  # type: ignore[attr-defined]
-
     async def test_expiries_are_those_get_reads(self, s: MemoryStore) -> None:
         self.skip_unless_offered(s, KeyExpiries)
         scope = Scope("expiries", agent_id="a")
@@ -735,17 +712,3 @@ class StoreConformance:
         assert len(found) == len(keys) // 2
         with pytest.raises(InvalidRequest):
             await s.expiries(scope, "a key, not a list")  # type: ignore[attr-defined]
-
-    async def test_items_with_key_prefix_are_the_keys_that_start_with_it(
-        self, s: MemoryStore
-    ) -> None:
-        self.skip_unless_offered(s, KeyPrefixReads)
-        scope = Scope("prefix")
-        keys = sorted({key for pair in AWKWARD_ID_PAIRS for key in pair})
-        for key in keys:
-            await s.put(scope, key, "v")
-        await s.put(Scope("prefix", agent_id="x"), "a-of-another-scope", "v")
-        for prefix in ("a", "a%", "a_", "it", "Caf", "caf", "東", "\\", "emoji-", "%"):
-            found = await s.items_with_key_prefix(scope, prefix, limit=50)  # type: ignore[attr-defined]
-            assert sorted(item.key for item in found) == [k for k in keys if k.startswith(prefix)]
-        assert len(await s.items_with_key_prefix(scope, "a", limit=2)) == 2  # type: ignore[attr-defined]

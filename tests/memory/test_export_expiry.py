@@ -113,8 +113,9 @@ async def test_a_plugin_store_keeps_expiries_through_export_and_import(tmp_path)
 
 
 async def test_sqlite_writes_several_expiring_records_in_one_transaction(tmp_path):
-    # put_many carries TTLs, so an import, a new version or a forget that writes expiring
-    # records is one transaction on SQLite, not a put each with an undo on failure
+    # put_many carries TTLs, so an import or a new version that writes expiring records is one
+    # transaction on SQLite, not a put each with an undo on failure; a forget that relinks is
+    # a delete and a put (the protocol's put_many deletes nothing), undone on failure
     store = SQLiteStore(tmp_path / "memory.db")
     layer = AsyncMemoryLayer(store, SCOPE)
     await store.put(SCOPE, "window", {"content": "the window is open"}, ttl_seconds=600)
@@ -134,7 +135,7 @@ async def test_sqlite_writes_several_expiring_records_in_one_transaction(tmp_pat
     child = await layer.update_with_version("window", content="the window is open until six")
     assert transactions() == 1
     assert await layer.forget(child.id) is True
-    assert transactions() == 1
+    assert transactions() == 2
     assert (await store.get(SCOPE, "window")).expires_at is not None  # current again, expiring
     assert await layer.get_memory(child.id) is None
     await store.aclose()

@@ -132,10 +132,11 @@ def prefixed(tmp_path_factory):
 )
 @settings(deadline=None)
 def test_items_with_a_key_prefix_are_a_range_of_the_key_index(prefixed, prefix, limit):
-    found = prefixed._run("items_with_key_prefix", Scope("p"), prefix, limit=limit)
-    expected = sorted(key for key in PREFIX_KEYS if key.startswith(prefix))[:limit]
-    assert [item.key for item in found] == expected
-    assert all(item.scope == Scope("p") and item.value == "v" for item in found)
+    page = prefixed.list_items(Scope("p"), prefix=prefix, limit=limit)
+    matching = sorted(key for key in PREFIX_KEYS if key.startswith(prefix))
+    assert [item.key for item in page.items] == matching[:limit]
+    assert (page.next_cursor is None) is (len(matching) <= limit)
+    assert all(item.scope == Scope("p") and item.value == "v" for item in page.items)
 
 
 def test_a_key_prefix_read_walks_a_range_of_the_key_index(tmp_path):
@@ -159,12 +160,23 @@ def test_a_key_prefix_read_walks_a_range_of_the_key_index(tmp_path):
 
 
 def test_a_key_prefix_is_checked_like_a_key(store):
-    with pytest.raises(InvalidRequest, match="must be a non-empty string"):
-        store._run("items_with_key_prefix", Scope("p"), "")
     with pytest.raises(InvalidRequest, match="control character"):
-        store._run("items_with_key_prefix", Scope("p"), "a\x00")
-    with pytest.raises(InvalidRequest, match="limit 0 must be an integer >= 1"):
-        store._run("items_with_key_prefix", Scope("p"), "a", limit=0)
+        store.list_items(Scope("p"), prefix="a\x00")
+    with pytest.raises(InvalidRequest, match="limit 0 must be an integer from 1 to 1000"):
+        store.list_items(Scope("p"), prefix="a", limit=0)
+    assert store.list_items(Scope("p"), prefix="").items == []
+
+
+def test_a_delete_of_a_missing_key_writes_nothing(tmp_path):
+    # a write renews the file's write token, after which queries count their words again
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        store.put(Scope("p"), "k", "v")
+        statements: list[str] = []
+        store._run("_run", lambda conn: conn.set_trace_callback(statements.append))
+        assert store.delete(Scope("p"), "absent") is False
+        assert not any("BEGIN" in statement for statement in statements)
+        assert store.delete(Scope("p"), "k") is True
+        assert sum("BEGIN" in statement for statement in statements) == 1
 
 
 @given(
