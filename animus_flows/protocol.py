@@ -427,16 +427,6 @@ class BatchedKeyReads(Protocol):
     async def get_many(self, scope: Scope, keys: Sequence[str]) -> dict[str, MemoryItem]: ...
 
 
-@runtime_checkable
-class KeyExpiries(Protocol):
-    """An optional, in-process extension of a store (no JSON-RPC method): when the live items
-    under keys of one scope expire, without reading them. The memory layer rewrites memories
-    (a recall counts an access) keeping their expiry, and asks this before each rewrite when
-    its store offers it, or reads the items otherwise."""
-
-    async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]: ...
-
-
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

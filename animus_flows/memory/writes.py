@@ -30,7 +30,6 @@ from animus_flows.memory.store_form import (
 )
 from animus_flows.protocol import (
     BatchedKeyReads,
-    KeyExpiries,
     MemoryItem,
     MemoryStore,
     QueryHit,
@@ -188,10 +187,7 @@ class ScopedStore:
         return ttls(await self.expiry_times(keys))
 
     async def expiry_times(self, keys: Sequence[str]) -> dict[str, datetime]:
-        """When the items under `keys` that expire do, by key: from the store's key index when
-        it offers one (`KeyExpiries`), else from the items."""
-        if isinstance(self.store, KeyExpiries):
-            return await self.store.expiries(self.scope, keys)
+        """When the items under `keys` that expire do, by key, read from the items."""
         return expiry_times_of(await self.items(keys))
 
     # -- writing -----------------------------------------------------------------------------

@@ -824,26 +824,6 @@ class SQLiteStore(BaseStore):
             found.update((row[0], _item(scope, *row)) for row in await self._read(read, batch))
         return found
 
-    async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]:
-        """When the live items of `scope` among `keys` that expire do, by key (see
-        `protocol.KeyExpiries`): the key index alone, no value read or decoded."""
-        check_scope(scope)
-        wanted = _checked_keys(keys)
-        found: dict[str, datetime] = {}
-        for start in range(0, len(wanted), GET_MANY_BATCH):
-            batch = wanted[start : start + GET_MANY_BATCH]
-
-            def read(conn: sqlite3.Connection, batch: list[str]) -> list[tuple[str, float]]:
-                return conn.execute(
-                    "SELECT i.key, i.expires_at FROM items i JOIN scopes s ON s.id = i.scope_id"
-                    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
-                    f" AND i.key IN ({', '.join('?' * len(batch))}) AND i.expires_at > ?",
-                    (*_scope_ids(scope), *batch, utcnow().timestamp()),
-                ).fetchall()
-
-            found.update((key, _moment(at)) for key, at in await self._read(read, batch))  # type: ignore[misc]
-        return found
-
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
     ) -> list[QueryHit]:

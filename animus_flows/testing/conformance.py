@@ -13,7 +13,7 @@ pytest runs every check against it::
 
 Async-indexed stores override `eventually_consistent` to wait until writes are searchable.
 Tests of optional capabilities skip when the store's flag is off, and tests of the optional
-in-process extensions (`BatchedKeyReads`, `KeyExpiries`) when the store does not offer them.
+in-process extension `BatchedKeyReads` when the store does not offer it.
 Needs pytest and pytest-asyncio (`pip install pytest pytest-asyncio`), in any asyncio mode.
 """
 
@@ -37,7 +37,6 @@ from animus_flows.protocol import (
     HOST_METADATA_PREFIX,
     MAX_TTL_SECONDS,
     BatchedKeyReads,
-    KeyExpiries,
     MemoryItem,
     MemoryStore,
     QueryHit,
@@ -697,18 +696,3 @@ class StoreConformance:
         assert found == {key: item for key, item in one_by_one.items() if item is not None}
         with pytest.raises(InvalidRequest):
             await s.get_many(scope, "a key, not a list")  # type: ignore[attr-defined]
-
-    async def test_expiries_are_those_get_reads(self, s: MemoryStore) -> None:
-        self.skip_unless_offered(s, KeyExpiries)
-        scope = Scope("expiries", agent_id="a")
-        keys = list(dict.fromkeys(key for pair in AWKWARD_ID_PAIRS for key in pair))
-        for n, key in enumerate(keys):
-            await s.put(scope, key, "v", ttl_seconds=3600 if n % 2 else None)
-        await s.put(Scope("expiries", agent_id="b"), keys[0], "another scope's", ttl_seconds=60)
-        wanted = [*keys, keys[1], "absent"]
-        found = await s.expiries(scope, wanted)  # type: ignore[attr-defined]
-        items = {key: await s.get(scope, key) for key in keys}
-        assert found == {key: i.expires_at for key, i in items.items() if i and i.expires_at}
-        assert len(found) == len(keys) // 2
-        with pytest.raises(InvalidRequest):
-            await s.expiries(scope, "a key, not a list")  # type: ignore[attr-defined]

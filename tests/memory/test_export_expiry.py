@@ -1,6 +1,6 @@
 """Export and import keep when memories expire: `expires_at` in the records, the time left on
-import, expired records skipped and counted; on SQLite (which reads expiries from its key index)
-and on a JSON-RPC plugin (which has no such index, nor transactions)."""
+import, expired records skipped and counted; on SQLite (which reads them in batches)
+and on a JSON-RPC plugin (a get each, and no transactions)."""
 
 import json
 import sys
@@ -84,7 +84,7 @@ def test_an_expires_at_without_a_zone_is_read_as_utc(memory, raw):
 
 
 def _dict_plugin(tmp_path: Path) -> JsonRpcStore:
-    """The example dict plugin: no key index for expiries, no transactions, no native TTL."""
+    """The example dict plugin: no batched reads, no transactions, no native TTL."""
     command = [sys.executable, str(DICT_PLUGIN), "--file", str(tmp_path / "items.json")]
     return JsonRpcStore(command, plugin_id="dict")
 

@@ -217,7 +217,7 @@ async def test_an_update_that_cannot_be_undone_names_its_keys(tmp_path):
 
 
 async def test_a_recall_through_a_plugin_keeps_the_expiry_of_an_item_stored_with_a_ttl(tmp_path):
-    # a store without the SQLite store's expiry lookup: the layer reads the items it rewrites
+    # a plugin: the layer reads the items it rewrites with a get each, for their expiries
     store = working(tmp_path)
     await store.put(SCOPE, "window", {"content": "the deploy window is open"}, ttl_seconds=600)
     expires_at = (await store.get(SCOPE, "window")).expires_at

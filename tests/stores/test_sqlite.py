@@ -218,28 +218,6 @@ def test_get_many_checks_its_keys_like_get(store):
     assert store._run("get_many", Scope("p"), []) == {}
 
 
-def test_expiries_name_the_live_expiring_items_of_one_scope_as_get_reads_them(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "k'1%", "expires", ttl_seconds=100)
-        store.put(Scope("p"), "kept", "never expires")
-        store.put(Scope("p"), "gone", "expired", ttl_seconds=100)
-        store.put(Scope("p", agent_id="other"), "kept", "another scope's", ttl_seconds=100)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE items SET expires_at = 1 WHERE key = 'gone'")
-    conn.commit()
-    conn.close()
-    with SyncStore(SQLiteStore(path)) as store:
-        keys = ["k'1%", "kept", "gone", "absent", "k'1%"]
-        assert store._run("expiries", Scope("p"), keys) == {
-            "k'1%": store.get(Scope("p"), "k'1%").expires_at
-        }
-        with pytest.raises(InvalidRequest, match="keys 'kept' must be a list of keys"):
-            store._run("expiries", Scope("p"), "kept")
-        with pytest.raises(InvalidRequest, match="control character"):
-            store._run("expiries", Scope("p"), ["a\x00"])
-
-
 def test_each_scope_owns_a_disjoint_id_range():
     assert id_range(1) == (1 << 32, (2 << 32) - 1)
     assert id_range(1)[1] < id_range(2)[0]
