@@ -123,6 +123,8 @@ class ScopedStore:
         """The scope's live items among `keys`, by key: in batches from a store that reads
         many keys at once, with a `get` per key from any other."""
         if isinstance(self.store, BatchedKeyReads):
+            # what it buys: a re-import of 50,000 records over themselves, whose stored copies
+            # are read here, took 18.4 s against 25.2 s with a get each (BENCHMARKS.md)
             return await self.store.get_many(self.scope, keys)
         unique = list(dict.fromkeys(keys))
         items = await asyncio.gather(*(self.store.get(self.scope, key) for key in unique))
