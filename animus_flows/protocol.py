@@ -1,4 +1,4 @@
-"""The animus-memory-store-protocol 0.1.0: data types, the `MemoryStore` protocol, wire names.
+"""The animus-memory-store-protocol 0.2.0: data types, the `MemoryStore` protocol, wire names.
 
 Pure definitions and helpers with no I/O, shared by every store, the hook, the CLI and the
 JSON-RPC plugin surface.
@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from animus_flows.errors import InvalidRequest, InvalidScope
 from animus_flows.redaction import redact_head, refuse_secret_in_id
 
-PROTOCOL_VERSION = "0.1.0"
+PROTOCOL_VERSION = "0.2.0"
 
 #: JSON-RPC method names, in the order a plugin author meets them.
 METHOD_INITIALIZE = "initialize"
@@ -25,7 +25,17 @@ METHOD_GET = "memory/get"
 METHOD_QUERY = "memory/query"
 METHOD_LIST_SCOPES = "memory/list_scopes"
 METHOD_DELETE_SCOPE = "memory/delete_scope"
-MEMORY_METHODS = (METHOD_PUT, METHOD_GET, METHOD_QUERY, METHOD_LIST_SCOPES, METHOD_DELETE_SCOPE)
+METHOD_DELETE = "memory/delete"  # 0.2.0
+METHOD_LIST_ITEMS = "memory/list_items"  # 0.2.0
+MEMORY_METHODS = (
+    METHOD_PUT,
+    METHOD_GET,
+    METHOD_QUERY,
+    METHOD_LIST_SCOPES,
+    METHOD_DELETE_SCOPE,
+    METHOD_DELETE,
+    METHOD_LIST_ITEMS,
+)
 
 #: Metadata keys written by the memory layer and read by the hook; stores keep them verbatim.
 RESERVED_METADATA_KEYS = frozenset(
@@ -204,13 +214,16 @@ def _shown_id(ident: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What a store's backend can do natively; the runtime adapts to these."""
+    """What a store's backend can do natively; the runtime adapts to these.
+
+    `semantic` (0.2.0): the store ranks by meaning, not only by words; a plugin of protocol
+    0.1.0 does not report it, which reads as False.
+    """
 
     native_ttl: bool
     native_key_get: bool
     strong_consistency: bool
     max_query_top_k: int
-    #: 0.2.0: the store ranks by meaning too (an embedder), not only by words.
     semantic: bool = False
 
     def to_json(self) -> dict[str, bool | int]:
@@ -340,15 +353,32 @@ class ScopePage:
         return {"scopes": [s.to_json() for s in self.scopes], "next_cursor": self.next_cursor}
 
 
+@dataclass(frozen=True, slots=True)
+class ItemPage:
+    """One page of `list_items`: live items in key order; pass `next_cursor` back to get the
+    next page, None at the end. A page may hold fewer than `limit` items, even none, before the
+    last (items that expired meanwhile are left out)."""
+
+    items: list[MemoryItem]
+    next_cursor: str | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"items": [i.to_json() for i in self.items], "next_cursor": self.next_cursor}
+
+
 @runtime_checkable
 class MemoryStore(Protocol):
-    """The five async operations every memory store offers, plus its capabilities.
+    """The async operations every memory store offers, plus its capabilities.
 
-    `put`, `get`, `query` and `delete_scope` act on exactly one scope. Expired items are never
-    returned. Query scores are in [0, 1], higher is better, best first. Values and metadata
-    are JSON, as `put`'s item shows (a tuple comes back a list, `{1: "a"}` as `{"1": "a"}`);
-    text anywhere must be valid Unicode, and metadata keys starting with
-    `HOST_METADATA_PREFIX` are the store machinery's, refused from callers.
+    `put`, `get`, `query`, `delete_scope`, `delete` and `list_items` act on exactly one scope.
+    Expired items are never returned. Query scores are in [0, 1], higher is better, best
+    first. Values and metadata are JSON, as `put`'s item shows (a tuple comes back a list,
+    `{1: "a"}` as `{"1": "a"}`); text anywhere must be valid Unicode, and metadata keys
+    starting with `HOST_METADATA_PREFIX` are the store machinery's, refused from callers.
+
+    0.2.0 adds `delete` (one item; idempotent, True when a live item was removed) and
+    `list_items` (one scope's live items in key order by code point, optionally only the keys
+    starting with `prefix`, a page at a time; the cursor is opaque, from the page before).
     """
 
     capabilities: Capabilities
@@ -375,16 +405,16 @@ class MemoryStore(Protocol):
 
     async def delete_scope(self, scope: Scope) -> int: ...
 
+    async def delete(self, scope: Scope, key: str) -> bool: ...
 
-@runtime_checkable
-class KeyPrefixReads(Protocol):
-    """An optional, in-process extension of a store (no JSON-RPC method): reading the items
-    whose keys start with a prefix. The memory layer finds a memory by id prefix through it
-    when its store offers it, and by listing the scope otherwise."""
-
-    async def items_with_key_prefix(
-        self, scope: Scope, prefix: str, *, limit: int = 100
-    ) -> list[MemoryItem]: ...
+    async def list_items(
+        self,
+        scope: Scope,
+        *,
+        prefix: str | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> ItemPage: ...
 
 
 @runtime_checkable
@@ -395,28 +425,6 @@ class BatchedKeyReads(Protocol):
     per key otherwise."""
 
     async def get_many(self, scope: Scope, keys: Sequence[str]) -> dict[str, MemoryItem]: ...
-
-
-@runtime_checkable
-class ScopeReads(Protocol):
-    """An optional, in-process extension of a store (no JSON-RPC method): the live items of
-    one scope in key order, a page at a time (`after`: the last key of the page before). The
-    memory layer enumerates a scope (export, backup, tags, tier review) through it when its
-    store offers it, and by listings filtered on `_bucket` otherwise."""
-
-    async def scope_items(
-        self, scope: Scope, *, after: str | None = None, limit: int = 1000
-    ) -> list[MemoryItem]: ...
-
-
-@runtime_checkable
-class KeyExpiries(Protocol):
-    """An optional, in-process extension of a store (no JSON-RPC method): when the live items
-    under keys of one scope expire, without reading them. The memory layer rewrites memories
-    (a recall counts an access) keeping their expiry, and asks this before each rewrite when
-    its store offers it, or reads the items otherwise."""
-
-    async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]: ...
 
 
 def utcnow() -> datetime:

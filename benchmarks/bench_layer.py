@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_loader import vocabulary
 
 from animus_flows.memory import AsyncMemoryLayer, Memory
-from animus_flows.memory.records import to_store
+from animus_flows.memory.store_form import to_store
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 
@@ -56,8 +56,9 @@ async def fill(store: SQLiteStore, scope: Scope, count: int, *, linked: bool) ->
         for _ in range(min(BATCH, count - start)):
             memory = Memory(content=" ".join(rng.choices(words, k=30)))
             value, metadata = to_store(memory, agent=scope.agent_id or "shared")
-            if not linked:
+            if not linked:  # as layers before links stored records: no link, a `_bucket`
                 del value["superseded_by"]
+                metadata["_bucket"] = memory.id[:2]
             entries.append((scope, memory.id, value, metadata))
         await store.put_many(entries)
 
@@ -73,7 +74,8 @@ async def chain(store: SQLiteStore, scope: Scope, *, linked: bool) -> list[str]:
         for memory_id in ids:
             item = await store.get(scope, memory_id)
             value = {k: v for k, v in item.value.items() if k != "superseded_by"}
-            await store.put(scope, memory_id, value, metadata=item.metadata)
+            metadata = {**item.metadata, "_bucket": memory_id[:2]}
+            await store.put(scope, memory_id, value, metadata=metadata)
     return ids
 
 

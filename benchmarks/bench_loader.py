@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from animus_flows.budget import load_encoding
 from animus_flows.memory import AsyncMemoryLoader, Memory, MemoryTier, MemoryType, Sensitivity
-from animus_flows.memory.records import to_store
+from animus_flows.memory.store_form import to_store
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 

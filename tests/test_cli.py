@@ -109,6 +109,26 @@ def test_list_scopes_and_prune(project):
     assert run_json("memory", "prune", "--scope", "agent", "--agent-id", "x") == {"deleted": 0}
 
 
+def test_delete_removes_one_item_and_is_idempotent(project):
+    for key in ("k", "other"):
+        invoke("memory", "put", "--scope", "agent", "--agent-id", "x", "--key", key, "--value", "1")
+    delete = ["memory", "delete", "--scope", "agent", "--agent-id", "x", "--key", "k"]
+    assert run_json(*delete) == {"deleted": True}
+    assert run_json(*delete) == {"deleted": False}
+    assert (
+        invoke("memory", "get", "--scope", "agent", "--agent-id", "x", "--key", "k").exit_code == 1
+    )
+    assert run_json("memory", "get", "--scope", "agent", "--agent-id", "x", "--key", "other")
+    invoke("memory", "put", "--scope", "agent", "--agent-id", "x", "--key", "k", "--value", "1")
+    said = invoke(*delete)
+    assert (said.exit_code, said.stdout) == (0, "deleted 'k' from project=demo/agent=x\n")
+    said = invoke(*delete)
+    assert (said.exit_code, said.stdout) == (
+        0,
+        "no item 'k' in project=demo/agent=x; nothing to delete\n",
+    )
+
+
 def test_ttl_flag_sets_expiry(project):
     item = run_json(
         "memory", "put", "--scope", "project", "--key", "k", "--value", '"v"', "--ttl", "60"
@@ -335,6 +355,11 @@ def test_the_installed_console_script_end_to_end(project):
     assert [hit["key"] for hit in json.loads(query.stdout)["hits"]] == ["k"]
     missing = _animus("memory", "get", "--scope", "project", "--key", "nope", cwd=project)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    delete = ["memory", "delete", "--scope", "agent", "--agent-id", "ünï", "--key", "k", "--json"]
+    deleted = _animus(*delete, cwd=project)
+    assert (deleted.returncode, json.loads(deleted.stdout)) == (0, {"deleted": True})
+    again = _animus(*delete, cwd=project)
+    assert (again.returncode, json.loads(again.stdout)) == (0, {"deleted": False})
     bad = _animus("memory", "put", "--scope", "project", "--key", "k", "--value", "{", cwd=project)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     usage = _animus("memory", "put", "--bogus", cwd=project)

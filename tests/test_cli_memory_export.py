@@ -161,6 +161,18 @@ def test_import_reads_stdin(project):
             id="a-lone-surrogate",
         ),
         pytest.param(
+            '[{"id": "ok-1", "content": "ok"}, '
+            '{"id": "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "content": "x"}]',
+            "memories[1]: key '[REDACTED:github_token]' holds a secret (github_token); name the "
+            "memory in its key",
+            id="an-id-holding-a-secret",
+        ),
+        pytest.param(
+            '[{"id": "ok-1", "content": "x", "version": 2, "parent_id": "AKIAIOSFODNN7EXAMPLE"}]',
+            "memories[0]: parent_id '[REDACTED:aws_access_key]' holds a secret (aws_access_key)",
+            id="a-parent-id-holding-a-secret",
+        ),
+        pytest.param(
             "[" * 100_000 + "]" * 100_000,
             "import data is not a memory export (JSON nested too deeply to read)",
             id="nested-too-deeply",

@@ -41,6 +41,7 @@ stores:
   chatty: {{type: jsonrpc, command: [{PY}, {json.dumps(str(FAULTY))}, garbage]}}
   too-new: {{type: jsonrpc, command: [{PY}, {json.dumps(str(FAULTY))}, version]}}
   early-exit: {{type: jsonrpc, command: [{PY}, {json.dumps(str(FAULTY))}, exit-early]}}
+  old-protocol: {{type: jsonrpc, command: [{PY}, {json.dumps(str(FAULTY))}, ok]}}
 """
 
 
@@ -162,4 +163,18 @@ def test_a_plugins_own_refusal_is_a_usage_error(project):
     assert result.exit_code == 2
     assert result.stderr.strip() == (
         "error: plugin memory-dict: cursor 'bogus' was not returned by this plugin"
+    )
+
+
+def test_delete_through_plugins_and_a_0_1_plugin_that_cannot(project):
+    for plugin in ("memory-dict", "memory-served"):
+        invoke("memory", "put", "--plugin", plugin, *AGENT, "--key", "fx", "--value", "1")
+        delete = ["memory", "delete", "--plugin", plugin, *AGENT, "--key", "fx"]
+        assert run_json(*delete) == {"deleted": True}
+        assert run_json(*delete) == {"deleted": False}
+    said = invoke("memory", "delete", "--plugin", "old-protocol", *AGENT, "--key", "fx")
+    assert said.exit_code == 2 and said.stdout == ""
+    assert said.stderr == (
+        "error: plugin old-protocol speaks protocol 0.1.0, which has no memory/delete (added in "
+        "0.2.0); upgrade the plugin to protocol 0.2.0\n"
     )

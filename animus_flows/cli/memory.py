@@ -198,6 +198,30 @@ def memory_reindex(
         typer.echo(f"reindexed {count} item(s) of {store.store.describe()}")
 
 
+@memory_app.command("delete")
+@handles_errors
+def memory_delete(
+    key: Annotated[str, typer.Option("--key", help="Item key within the scope.")],
+    scope: ScopeOpt,
+    plugin: PluginOpt = None,
+    project_id: ProjectOpt = None,
+    agent_id: AgentOpt = None,
+    task_id: TaskOpt = None,
+    workflow_file: WorkflowFileOpt = DEFAULT_WORKFLOW_FILE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete the item stored under a key (idempotent: exit 0 whether or not it was there)."""
+    with _store(workflow_file, plugin) as (workflow, store):
+        target = _scope(scope, project_id, agent_id, task_id, workflow.project_id)
+        deleted = store.delete(target, key)
+    if as_json:
+        _print_json({"deleted": deleted})
+    elif deleted:
+        typer.echo(f"deleted {key!r} from {target}")
+    else:
+        typer.echo(f"no item {key!r} in {target}; nothing to delete")
+
+
 @memory_app.command("export")
 @handles_errors
 def memory_export(

@@ -1,7 +1,8 @@
-"""Framing, parameters, results and error codes of the memory-store protocol over JSON-RPC 2.0.
+"""Framing, results, versions and error codes of the memory-store protocol over JSON-RPC 2.0.
 
 Pure functions, no I/O: the plugin server and the `jsonrpc` store both use them, so the two ends
-agree byte for byte. docs/protocol.md is the prose version of this module.
+agree byte for byte (each method's params are checked in `params`). docs/protocol.md is the
+prose version of this module.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from animus_flows.errors import (
     AnimusError,
@@ -22,16 +22,18 @@ from animus_flows.errors import (
     StoreUnavailable,
     WriteDenied,
 )
+from animus_flows.jsonrpc.params import method_arguments
 from animus_flows.protocol import (
     JSON,
+    METHOD_DELETE,
     METHOD_DELETE_SCOPE,
-    METHOD_GET,
     METHOD_INITIALIZE,
+    METHOD_LIST_ITEMS,
     METHOD_LIST_SCOPES,
-    METHOD_PUT,
     METHOD_QUERY,
     PROTOCOL_VERSION,
     Capabilities,
+    ItemPage,
     MemoryItem,
     QueryHit,
     Scope,
@@ -39,6 +41,8 @@ from animus_flows.protocol import (
     is_valid_unicode,
 )
 from animus_flows.redaction import redact, redact_head
+
+__all__ = ["method_arguments"]  # the params' checks live in `params`; the server calls it here
 
 # -- error codes ----------------------------------------------------------------------------
 
@@ -177,7 +181,8 @@ def parse_request(message: JSON) -> Request:
     if isinstance(message, list):
         raise ProtocolError(
             INVALID_REQUEST,
-            "batch requests are not supported by protocol 0.1.0; send one request per line",
+            f"batch requests are not supported by protocol {PROTOCOL_VERSION}; send one "
+            "request per line",
         )
     if not isinstance(message, dict):
         raise ProtocolError(INVALID_REQUEST, f"request {_shown(message)} is not a JSON object")
@@ -223,73 +228,6 @@ def _valid_id(request_id: object) -> bool:
 def _shown(value: object) -> str:
     """A sent value as a message quotes it: JSON, cut short, secrets redacted."""
     return redact_head(json.dumps(value, ensure_ascii=False, default=str), 80)
-
-
-#: Parameters of each memory method: name -> required. Anything else is refused.
-METHOD_PARAMS: dict[str, dict[str, bool]] = {
-    METHOD_INITIALIZE: {"protocol_version": False, "host": False},
-    METHOD_PUT: {
-        "scope": True,
-        "key": True,
-        "value": True,
-        "metadata": False,
-        "ttl_seconds": False,
-    },
-    METHOD_GET: {"scope": True, "key": True},
-    METHOD_QUERY: {"scope": True, "text": True, "top_k": False, "filters": False},
-    METHOD_LIST_SCOPES: {"project_id": False, "cursor": False, "limit": False},
-    METHOD_DELETE_SCOPE: {"scope": True},
-}
-
-_KINDS: dict[str, tuple[str, tuple[type, ...], bool]] = {
-    # name: (what to send, accepted types, null allowed)
-    "key": ("a string", (str,), False),
-    "text": ("a string", (str,), False),
-    "top_k": ("an integer", (int,), False),
-    "limit": ("an integer", (int,), False),
-    "ttl_seconds": ("an integer or null", (int,), True),
-    "metadata": ("an object or null", (dict,), True),
-    "filters": ("an object or null", (dict,), True),
-    "project_id": ("a string or null", (str,), True),
-    "cursor": ("a string or null", (str,), True),
-    "protocol_version": ("a string", (str,), False),
-    "host": ("an object", (dict,), False),
-}
-
-
-def method_arguments(method: str, params: Mapping[str, JSON]) -> dict[str, Any]:
-    """The keyword arguments of the store method for `params`, type-checked.
-
-    Raises InvalidRequest (InvalidScope for a bad scope); the store checks values further.
-    """
-    spec = METHOD_PARAMS[method]
-    unknown = sorted(set(params) - set(spec))
-    if unknown:
-        raise InvalidRequest(
-            f"{method}: unknown param(s) {', '.join(unknown)}; "
-            f"{method} takes {', '.join(spec) or 'no params'}"
-        )
-    missing = [name for name, required in spec.items() if required and name not in params]
-    if missing:
-        raise InvalidRequest(f"{method}: missing param(s) {', '.join(missing)}")
-    arguments: dict[str, Any] = {}
-    for name, value in params.items():
-        if name == "scope":
-            arguments[name] = Scope.from_json(value)
-            continue
-        if name == "value":
-            arguments[name] = value
-            continue
-        what, types, nullable = _KINDS[name]
-        if value is None and nullable:
-            arguments[name] = None
-        elif isinstance(value, bool) or not isinstance(value, types):
-            raise InvalidRequest(
-                f"{method}: param {name} is {redact_head(json.dumps(value), 60)}; send {what}"
-            )
-        else:
-            arguments[name] = value
-    return arguments
 
 
 def initialize_result(plugin_id: str, capabilities: Capabilities) -> dict[str, JSON]:
@@ -438,6 +376,30 @@ def parse_deleted(result: JSON, source: str) -> int:
     return deleted
 
 
+def parse_deleted_item(result: JSON, source: str) -> bool:
+    deleted = result.get("deleted") if isinstance(result, dict) else None
+    if not isinstance(deleted, bool):
+        raise _malformed(source, METHOD_DELETE, result, 'expected {"deleted": true or false}')
+    return deleted
+
+
+def parse_item_page(result: JSON, source: str) -> ItemPage:
+    items = result.get("items") if isinstance(result, dict) else None
+    cursor = result.get("next_cursor") if isinstance(result, dict) else None
+    if (
+        not isinstance(items, list)
+        or not all(isinstance(item, dict) for item in items)
+        or not isinstance(cursor, str | None)
+    ):
+        raise _malformed(
+            source, METHOD_LIST_ITEMS, result, 'expected {"items": [...], "next_cursor": ...}'
+        )
+    try:
+        return ItemPage([MemoryItem.from_json(item) for item in items], cursor)
+    except (StoreError, ValueError, TypeError) as exc:
+        raise _malformed(source, METHOD_LIST_ITEMS, result, exc) from None
+
+
 def version_tuple(version: object) -> tuple[int, int, int] | None:
     if not isinstance(version, str):
         return None
@@ -447,14 +409,30 @@ def version_tuple(version: object) -> tuple[int, int, int] | None:
     return int(parts[0]), int(parts[1]), int(parts[2])
 
 
+#: The (major, minor) protocol versions this host talks to. A 0.1.x plugin serves every method
+#: but those 0.2.0 added (`METHODS_SINCE`); the host never fakes them.
+COMPATIBLE_VERSIONS = ((0, 1), (0, 2))
+METHODS_SINCE = {METHOD_DELETE: (0, 2), METHOD_LIST_ITEMS: (0, 2)}
+
+
 def is_compatible(version: object) -> bool:
-    """Whether a plugin speaking `version` can serve this host (semver; 0.x: same minor)."""
-    theirs, ours = version_tuple(version), version_tuple(PROTOCOL_VERSION)
-    if theirs is None or ours is None:
-        return False
-    if theirs[0] != ours[0]:
-        return False
-    return ours[0] != 0 or theirs[1] == ours[1]
+    """Whether a plugin speaking `version` can serve this host: 0.2.x, or 0.1.x for every
+    method it had (semver: while the major is 0, each minor is its own protocol)."""
+    theirs = version_tuple(version)
+    return theirs is not None and theirs[:2] in COMPATIBLE_VERSIONS
+
+
+def check_method_served(handshake: Handshake, method: str, source: str) -> None:
+    """Refuse `method` when the plugin's protocol version predates it: a ConfigError naming
+    the plugin, its version and the upgrade."""
+    since = METHODS_SINCE.get(method)
+    theirs = version_tuple(handshake.protocol_version)
+    if since is not None and theirs is not None and theirs[:2] < since:
+        raise ConfigError(
+            f"{source} speaks protocol {handshake.protocol_version}, which has no {method} "
+            f"(added in {since[0]}.{since[1]}.0); upgrade the plugin to protocol "
+            f"{PROTOCOL_VERSION}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,7 +453,7 @@ def parse_initialize(result: JSON, source: str) -> Handshake:
         raise ConfigError(
             f"{source} speaks protocol {version!r}, this animus-flows speaks "
             f"{PROTOCOL_VERSION}; use a plugin built for protocol "
-            f"{'.'.join(PROTOCOL_VERSION.split('.')[:2])}.x or upgrade animus-flows"
+            f"{'.'.join(PROTOCOL_VERSION.split('.')[:2])}.x (or 0.1.x) or upgrade animus-flows"
         )
     plugin_id = result.get("plugin_id")
     capabilities = result.get("capabilities")

@@ -18,12 +18,15 @@ from typing import Any
 
 from animus_flows.errors import AnimusError, InvalidRequest
 from animus_flows.jsonrpc import codec
+from animus_flows.jsonrpc.params import method_arguments
 from animus_flows.jsonrpc.stdio import FdReader, FdWriter, claim_stdout
 from animus_flows.protocol import (
     JSON,
+    METHOD_DELETE,
     METHOD_DELETE_SCOPE,
     METHOD_GET,
     METHOD_INITIALIZE,
+    METHOD_LIST_ITEMS,
     METHOD_LIST_SCOPES,
     METHOD_PUT,
     METHOD_QUERY,
@@ -68,6 +71,8 @@ class PluginServer:
             METHOD_QUERY: self._query,
             METHOD_LIST_SCOPES: self._list_scopes,
             METHOD_DELETE_SCOPE: self._delete_scope,
+            METHOD_DELETE: self._delete,
+            METHOD_LIST_ITEMS: self._list_items,
         }
 
     # -- one message ----------------------------------------------------------------------
@@ -127,7 +132,7 @@ class PluginServer:
                 + ", ".join(self._methods),
             )
         try:
-            arguments = codec.method_arguments(request.method, request.params)
+            arguments = method_arguments(request.method, request.params)
             return codec.success(request.id, await handler(**arguments))
         except AnimusError as exc:
             return codec.failure(request.id, codec.error_code(exc), str(exc), type(exc).__name__)
@@ -159,6 +164,12 @@ class PluginServer:
 
     async def _delete_scope(self, **arguments: Any) -> JSON:
         return {"deleted": await self.store.delete_scope(**arguments)}
+
+    async def _delete(self, **arguments: Any) -> JSON:
+        return {"deleted": await self.store.delete(**arguments)}
+
+    async def _list_items(self, **arguments: Any) -> JSON:
+        return (await self.store.list_items(**arguments)).to_json()
 
     # -- the stream -----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from animus_flows import __version__
 from animus_flows.errors import InvalidRequest
 from animus_flows.memory.records import Memory, parse_record_time
 from animus_flows.protocol import JSON, Scope, utcnow
+from animus_flows.redaction import redact, refuse_secret_in_key
 from animus_flows.stores.base import check_key
 
 EXPORT_FORMAT = "animus-memories"
@@ -150,6 +151,9 @@ def parse_export_with_expiries(text: str | bytes) -> tuple[list[Memory], dict[st
         memory = Memory.from_json(record, where=where)
         try:
             check_key(memory.id)  # what the store will be asked to take
+            refuse_secret_in_key(memory.id)  # before anything is written, not at its put
+            for name in ("parent_id", "superseded_by"):  # keys of other memories
+                _refuse_secret_in_link(name, getattr(memory, name))
         except InvalidRequest as exc:
             raise InvalidRequest(f"{where}: {exc}") from None
         if memory.id in seen:
@@ -163,6 +167,17 @@ def parse_export_with_expiries(text: str | bytes) -> tuple[list[Memory], dict[st
             expiries[memory.id] = expires_at
     _refuse_version_cycles(memories)
     return memories, expiries
+
+
+def _refuse_secret_in_link(name: str, key: str | None) -> None:
+    """Refuse a link to another memory's key that holds a secret: no key holds one, and the
+    link is kept as written (it is the layer's bookkeeping, which redaction leaves alone)."""
+    found = None if key is None else redact(key)
+    if found is not None and found.count:
+        raise InvalidRequest(
+            f"{name} {found.text!r} holds a secret ({', '.join(found.types)}); it names the "
+            "key of another memory, and keys hold no secrets: fix the record"
+        )
 
 
 def _refuse_version_cycles(memories: list[Memory]) -> None:

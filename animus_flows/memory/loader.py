@@ -20,15 +20,8 @@ from typing import Any, Literal
 from animus_flows.budget import shared_counter
 from animus_flows.errors import InvalidRequest, StoreUnavailable
 from animus_flows.memory.layer import SHARED_AGENT, resolve_store
-from animus_flows.memory.records import (
-    MemoryTier,
-    MemoryType,
-    is_tombstone,
-    memory_type_of,
-    normalize_tags,
-    stored_time,
-    tags_of,
-)
+from animus_flows.memory.records import MemoryTier, MemoryType, normalize_tags
+from animus_flows.memory.store_form import memory_type_of, stored_time, tags_of
 from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
 from animus_flows.redaction import get_logger
 from animus_flows.retrieval.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
@@ -474,9 +467,9 @@ class AsyncMemoryLoader:
         store = self._resolve()
         created: dict[tuple[Scope, str], datetime | None] = {}
 
+        # (a forgotten memory is deleted; the tombstones older layers left are SECRET, which
+        # the egress rule of `read` never loads)
         async def refuse(hit: QueryHit, *, scope: Scope) -> str | None:
-            if is_tombstone(hit.metadata):
-                return "forgotten"
             if request.tags and not self._tags_match(tags_of(hit.metadata), request):
                 return "tags do not match"
             if request.since is not None:

@@ -1,12 +1,14 @@
-"""The validating base class every store builds on, and the sync facade over any store.
+"""The validating base class every store builds on, and helpers shared by the stores.
 
 `BaseStore` checks arguments once, emulates TTL for backends without it, clamps `top_k` to the
 store's capability and normalizes scores; backends fill in `_put`, `_get`, `_query`,
-`_list_scopes` and `_delete_scope` and may trust what they receive.
+`_list_scopes`, `_delete_scope`, `_delete` and `_list_items` and may trust what they receive.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from abc import ABC, abstractmethod
@@ -21,6 +23,7 @@ from animus_flows.protocol import (
     MAX_KEY_LENGTH,
     MAX_TTL_SECONDS,
     Capabilities,
+    ItemPage,
     MemoryItem,
     QueryHit,
     Scope,
@@ -213,6 +216,69 @@ def numeric_cursor(cursor: str | None) -> int:
     )
 
 
+#: How a key cursor starts: `k.` and the key's UTF-8 in unpadded base64url.
+_KEY_CURSOR = "k."
+
+
+def key_cursor(key: str) -> str:
+    """The `list_items` cursor of a page that ended at `key` (opaque to callers: base64url, so
+    no character of a key can make it ambiguous)."""
+    return _KEY_CURSOR + base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def cursor_key(cursor: str | None) -> str | None:
+    """The key a `key_cursor` names (None for the first page); InvalidRequest for any other
+    string, which the store cannot have returned."""
+    if cursor is None:
+        return None
+    body = cursor[len(_KEY_CURSOR) :]
+    # the length bounds the decoding's work: a key is at most MAX_KEY_LENGTH characters
+    if cursor.startswith(_KEY_CURSOR) and cursor.isascii() and len(body) <= 6 * MAX_KEY_LENGTH:
+        try:
+            key = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
+        except (binascii.Error, ValueError):
+            key = None
+        # decoding skips stray characters: only the canonical spelling is a cursor we wrote
+        if key and key_cursor(key) == cursor:
+            return key
+    raise InvalidRequest(
+        f"cursor {shown_head(cursor)} was not returned by this store; pass next_cursor unchanged"
+    )
+
+
+def item_page(items: list[MemoryItem], limit: int) -> ItemPage:
+    """The page of `items` (the live items after the cursor, in key order, at least `limit` + 1
+    when there are more) that holds `limit`, with the cursor of the next one."""
+    if len(items) <= limit:
+        return ItemPage(items)
+    return ItemPage(items[:limit], key_cursor(items[limit - 1].key))
+
+
+def check_prefix(prefix: object) -> str:
+    """A `list_items` key prefix: a string that could start a key (the empty one starts all)."""
+    if not isinstance(prefix, str):
+        raise InvalidRequest(f"prefix {prefix!r} must be a string, or None for every key")
+    if len(prefix) > MAX_KEY_LENGTH:
+        raise InvalidRequest(
+            f"prefix {shown_head(prefix)} is {len(prefix)} characters; no key is longer than "
+            f"{MAX_KEY_LENGTH}"
+        )
+    check_no_control("prefix", prefix)
+    check_unicode(lambda: f"prefix {shown_head(prefix)}", prefix)
+    return prefix
+
+
+def check_page_request(cursor: object, limit: object) -> None:
+    """Refuse a `cursor` that is no string (None passes) and a `limit` outside 1..1000, for
+    `list_scopes` and `list_items` alike."""
+    if cursor is not None and not isinstance(cursor, str):
+        raise InvalidRequest(f"cursor {cursor!r} must be a string from a previous page")
+    if cursor is not None:
+        check_unicode(lambda: f"cursor {shown_head(cursor)}", cursor)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidRequest(f"limit {limit!r} must be an integer from 1 to {MAX_LIST_LIMIT}")
+
+
 def clamp_score(score: float) -> float:
     if math.isnan(score):
         return 0.0
@@ -303,22 +369,42 @@ class BaseStore(ABC):
         await self._ready()
         if project_id is not None:
             Scope(project_id)  # validates the id
-        if cursor is not None and not isinstance(cursor, str):
-            raise InvalidRequest(f"cursor {cursor!r} must be a string from a previous page")
-        if cursor is not None:
-            check_unicode(lambda: f"cursor {shown_head(cursor)}", cursor)
-        if (
-            not isinstance(limit, int)
-            or isinstance(limit, bool)
-            or not 1 <= limit <= MAX_LIST_LIMIT
-        ):
-            raise InvalidRequest(f"limit {limit!r} must be an integer from 1 to {MAX_LIST_LIMIT}")
+        check_page_request(cursor, limit)
         return await self._list_scopes(project_id, cursor, limit)
 
     async def delete_scope(self, scope: Scope) -> int:
         await self._ready()
         check_scope(scope)
         return await self._delete_scope(scope)
+
+    async def delete(self, scope: Scope, key: str) -> bool:
+        """Remove the item under `key` in `scope`; True when a live item was removed, False
+        when there was none (or it had expired): deleting twice is deleting once."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        return await self._delete(scope, key)
+
+    async def list_items(
+        self,
+        scope: Scope,
+        *,
+        prefix: str | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> ItemPage:
+        """One page of the live items of `scope`, in key order by code point; with `prefix`,
+        only the keys starting with it (matched exactly: no character is a wildcard). Pass
+        the page's `next_cursor` back for the next one; it is None on the last page."""
+        await self._ready()
+        check_scope(scope)
+        if prefix is not None:
+            check_prefix(prefix)
+        check_page_request(cursor, limit)
+        page = await self._list_items(scope, prefix, cursor, limit)
+        now = utcnow()
+        items = [item for item in map(self._strip_expiry, page.items) if not item.is_expired(now)]
+        return ItemPage(items, page.next_cursor)
 
     # -- conveniences built on the protocol -------------------------------------------------
 
@@ -422,3 +508,15 @@ class BaseStore(ABC):
 
     @abstractmethod
     async def _delete_scope(self, scope: Scope) -> int: ...
+
+    @abstractmethod
+    async def _delete(self, scope: Scope, key: str) -> bool:
+        """Remove `key`'s item; True when it was there and had not expired."""
+
+    @abstractmethod
+    async def _list_items(
+        self, scope: Scope, prefix: str | None, cursor: str | None, limit: int
+    ) -> ItemPage:
+        """At most `limit` items of `scope` in key order (by code point), after the key the
+        cursor names, keys starting with `prefix` only; expired items may be among them (the
+        base class drops them) but a store with native TTL leaves them out."""

@@ -3,7 +3,9 @@
 The process starts on the first call, shakes hands (`initialize`: protocol version and
 capabilities), and is restarted after a crash. The base class does the rest as for any
 store: it validates arguments, clamps `top_k` to the plugin's `max_query_top_k`, and emulates
-TTL through metadata when the plugin reports no `native_ttl`.
+TTL through metadata when the plugin reports no `native_ttl`. A plugin of protocol 0.1.0 serves
+every method but `memory/delete` and `memory/list_items`, which raise a `ConfigError` saying to
+upgrade it.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from pathlib import Path
 from animus_flows.jsonrpc import codec
 from animus_flows.protocol import (
     JSON,
+    METHOD_DELETE,
     METHOD_DELETE_SCOPE,
     METHOD_GET,
+    METHOD_LIST_ITEMS,
     METHOD_LIST_SCOPES,
     METHOD_PUT,
     METHOD_QUERY,
     Capabilities,
+    ItemPage,
     MemoryItem,
     QueryHit,
     Scope,
@@ -150,3 +155,24 @@ class JsonRpcStore(BaseStore):
     async def _delete_scope(self, scope: Scope) -> int:
         result = await self.process.call(METHOD_DELETE_SCOPE, {"scope": scope.to_json()})
         return codec.parse_deleted(result, self._source)
+
+    async def _delete(self, scope: Scope, key: str) -> bool:
+        self._check_served(METHOD_DELETE)
+        # a plugin without native TTL cannot tell that the host's expiry has passed: an item
+        # expired there counts as no item
+        live = self.capabilities.native_ttl or await self.get(scope, key) is not None
+        result = await self.process.call(METHOD_DELETE, {"scope": scope.to_json(), "key": key})
+        return codec.parse_deleted_item(result, self._source) and live
+
+    async def _list_items(
+        self, scope: Scope, prefix: str | None, cursor: str | None, limit: int
+    ) -> ItemPage:
+        self._check_served(METHOD_LIST_ITEMS)
+        params = {"scope": scope.to_json(), "prefix": prefix, "cursor": cursor, "limit": limit}
+        result = await self.process.call(METHOD_LIST_ITEMS, params)
+        return codec.parse_item_page(result, self._source)
+
+    def _check_served(self, method: str) -> None:
+        handshake = self.process.handshake
+        if handshake is not None:  # `_ready` shook hands a moment ago
+            codec.check_method_served(handshake, method, self._source)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from animus_flows.protocol import (
         JSON,
         Capabilities,
+        ItemPage,
         MemoryItem,
         MemoryStore,
         QueryHit,
@@ -144,6 +145,19 @@ class SyncStore:
 
     def delete_scope(self, scope: Scope) -> int:
         return self._run("delete_scope", scope)
+
+    def delete(self, scope: Scope, key: str) -> bool:
+        return self._run("delete", scope, key)
+
+    def list_items(
+        self,
+        scope: Scope,
+        *,
+        prefix: str | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> ItemPage:
+        return self._run("list_items", scope, prefix=prefix, cursor=cursor, limit=limit)
 
     def count(self, scope: Scope) -> int:
         return self._run("count", scope)

@@ -3,8 +3,9 @@
 A project is a Zep user, a scope is a session, an item version is a message (`zep_wire`).
 Zep indexes messages asynchronously and has no key lookup, TTL, or message update other than
 metadata, so `get` and overwrites read the scope's message list, TTL travels in metadata (the
-base class), and a replaced version is marked so searches skip it. docs/stores/zep.md has the
-whole mapping and what each operation costs.
+base class), a replaced version is marked so searches skip it, and a deleted key's versions
+are marked so no read returns it. docs/stores/zep.md has the whole mapping and what each
+operation costs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from animus_flows.errors import AnimusError, ConfigError, InvalidRequest, StoreU
 from animus_flows.protocol import (
     JSON,
     Capabilities,
+    ItemPage,
     MemoryItem,
     QueryHit,
     Scope,
@@ -37,7 +39,7 @@ from animus_flows.protocol import (
 )
 from animus_flows.redaction import shown_url
 from animus_flows.stores import zep_wire as wire
-from animus_flows.stores.base import BaseStore, check_scope
+from animus_flows.stores.base import BaseStore, check_scope, cursor_key, item_page
 from animus_flows.stores.zep_http import (
     ZepConflict,
     ZepNotFound,
@@ -307,8 +309,8 @@ class ZepStore(BaseStore):
             session = await self._open_session(scope)
             older = [version for version in await self._versions(scope) if version.key == key]
             now = utcnow()
-            current = wire.latest(older).get(key)
-            created_at = now if current is None or current.expired(now) else current.item.created_at
+            current = wire.current(older, now).get(key)
+            created_at = now if current is None else current.item.created_at
             body = wire.message(scope, key, value, metadata, created_at, now)
             await self._call(memory.add, session, messages=[Message(**body)])
             # Zep cannot delete or rewrite one message: mark older versions so searches skip
@@ -327,7 +329,7 @@ class ZepStore(BaseStore):
     async def _get(self, scope: Scope, key: str) -> MemoryItem | None:
         async with self._operation("get"):
             version = wire.latest(await self._versions(scope)).get(key)
-        return None if version is None else version.item
+        return None if version is None or version.deleted else version.item
 
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
@@ -369,7 +371,7 @@ class ZepStore(BaseStore):
     ) -> list[QueryHit]:
         # An empty query lists the scope, newest first: every item matches it fully.
         newest = sorted(
-            wire.latest(versions).values(), key=lambda v: v.item.updated_at, reverse=True
+            wire.current(versions).values(), key=lambda v: v.item.updated_at, reverse=True
         )
         return [
             QueryHit(v.key, v.item.value, 1.0, v.item.metadata)
@@ -418,8 +420,7 @@ class ZepStore(BaseStore):
             memory, _ = self._clients()
             session = wire.session_id(scope)
             versions = await self._versions(scope)
-            now = utcnow()
-            deleted = sum(1 for v in wire.latest(versions).values() if not v.expired(now))
+            deleted = len(wire.current(versions))
             if versions:
                 with contextlib.suppress(ZepNotFound):
                     await self._call(memory.delete, session)
@@ -435,9 +436,44 @@ class ZepStore(BaseStore):
         """Live items in `scope`, counted from its message list."""
         check_scope(scope)
         async with self._operation("count"):
-            versions = wire.latest(await self._versions(scope)).values()
-        now = utcnow()
-        return sum(1 for version in versions if not version.expired(now))
+            return len(wire.current(await self._versions(scope)))
+
+    async def _delete(self, scope: Scope, key: str) -> bool:
+        async with self._operation("delete"):
+            memory, _ = self._clients()
+            session = wire.session_id(scope)
+            versions = [version for version in await self._versions(scope) if version.key == key]
+            newest = wire.latest(versions).get(key)
+            if newest is None or newest.deleted:
+                return False
+            if newest.uuid is None:
+                raise StoreUnavailable(
+                    f"Zep listed the newest version of {key!r} in {scope} without a uuid, so it "
+                    "cannot be marked deleted; check that base_url is a Zep v2 API"
+                )
+            # Zep cannot delete one message: the newest version marked deleted hides the key
+            # from every read, and older versions a crashed put left unmarked are hidden from
+            # searches too.
+            older = [v for v in versions if v is not newest and not v.superseded and v.uuid]
+            for version in [newest, *older]:
+                with contextlib.suppress(ZepNotFound):  # the scope was deleted meanwhile
+                    await memory.update_message_metadata(
+                        session, version.uuid, metadata=wire.deleted(version.raw_metadata)
+                    )
+        return not newest.expired()
+
+    async def _list_items(
+        self, scope: Scope, prefix: str | None, cursor: str | None, limit: int
+    ) -> ItemPage:
+        after = cursor_key(cursor)
+        async with self._operation("list_items"):
+            live = wire.current(await self._versions(scope))
+        keys = sorted(
+            key
+            for key in live
+            if (prefix is None or key.startswith(prefix)) and (after is None or key > after)
+        )
+        return item_page([live[key].item for key in keys[: limit + 1]], limit)
 
 
 def _call_name(method: Any) -> str:

@@ -41,6 +41,7 @@ M_METADATA = "animus_metadata"
 M_CREATED = "animus_created_at"
 M_UPDATED = "animus_updated_at"
 M_SUPERSEDED = "animus_superseded"
+M_DELETED = "animus_deleted"
 
 
 def _digest(text: str) -> str:
@@ -116,6 +117,12 @@ def superseded(metadata: Mapping[str, JSON]) -> dict[str, JSON]:
     return {**metadata, M_SUPERSEDED: True}
 
 
+def deleted(metadata: Mapping[str, JSON]) -> dict[str, JSON]:
+    """A message's metadata, marked as a version of a deleted key: replaced, as an overwrite
+    marks it (searches skip it), and deleted (reads skip the key while it is the newest)."""
+    return {**metadata, M_SUPERSEDED: True, M_DELETED: True}
+
+
 @dataclass(frozen=True, slots=True)
 class Version:
     """One stored version of an item, read back from a Zep message."""
@@ -124,6 +131,7 @@ class Version:
     item: MemoryItem
     superseded: bool
     raw_metadata: dict[str, JSON]
+    deleted: bool = False
 
     @property
     def key(self) -> str:
@@ -159,7 +167,13 @@ def read_version(
         )
     except (KeyError, TypeError, ValueError):  # InvalidScope is a ValueError too
         return None
-    return Version(uuid, item, metadata.get(M_SUPERSEDED) is True, dict(metadata))
+    return Version(
+        uuid,
+        item,
+        metadata.get(M_SUPERSEDED) is True,
+        dict(metadata),
+        metadata.get(M_DELETED) is True,
+    )
 
 
 def latest(versions: Iterable[Version]) -> dict[str, Version]:
@@ -174,6 +188,16 @@ def latest(versions: Iterable[Version]) -> dict[str, Version]:
         if current is None or version.item.updated_at >= current.item.updated_at:
             newest[version.key] = version
     return newest
+
+
+def current(versions: Iterable[Version], now: datetime | None = None) -> dict[str, Version]:
+    """The live version of every key: its newest, unless that one is deleted or expired."""
+    moment = now or utcnow()
+    return {
+        key: version
+        for key, version in latest(versions).items()
+        if not version.deleted and not version.expired(moment)
+    }
 
 
 def hits(

@@ -13,8 +13,7 @@ pytest runs every check against it::
 
 Async-indexed stores override `eventually_consistent` to wait until writes are searchable.
 Tests of optional capabilities skip when the store's flag is off, and tests of the optional
-in-process extensions (`KeyPrefixReads`, `BatchedKeyReads`, `KeyExpiries`, `ScopeReads`) when the
-store does not offer them.
+in-process extension `BatchedKeyReads` when the store does not offer it.
 Needs pytest and pytest-asyncio (`pip install pytest pytest-asyncio`), in any asyncio mode.
 """
 
@@ -38,13 +37,10 @@ from animus_flows.protocol import (
     HOST_METADATA_PREFIX,
     MAX_TTL_SECONDS,
     BatchedKeyReads,
-    KeyExpiries,
-    KeyPrefixReads,
     MemoryItem,
     MemoryStore,
     QueryHit,
     Scope,
-    ScopeReads,
 )
 
 #: Pairs of ids that a careless store confuses: LIKE wildcards, path separators, quoting,
@@ -115,7 +111,7 @@ class StoreConformance:
 
     async def test_capabilities_are_reported(self, s: MemoryStore) -> None:
         caps = s.capabilities
-        for flag in ("native_ttl", "native_key_get", "strong_consistency"):
+        for flag in ("native_ttl", "native_key_get", "strong_consistency", "semantic"):
             assert isinstance(getattr(caps, flag), bool)
         assert isinstance(caps.max_query_top_k, int) and caps.max_query_top_k >= 1
 
@@ -469,6 +465,218 @@ class StoreConformance:
         got = await s.get(scope, "k0")
         assert got is not None and got.value == "back again"
 
+    # -- delete ---------------------------------------------------------------------------
+
+    async def test_delete_is_idempotent_and_removes_one_item(self, s: MemoryStore) -> None:
+        scope = Scope("del-one")
+        await s.put(scope, "gone", "walrus to forget")
+        await s.put(scope, "kept", "walrus to keep")
+        assert await s.delete(scope, "gone") is True
+        assert await s.delete(scope, "gone") is False
+        assert await s.delete(scope, "never-written") is False
+        assert await s.delete(Scope("never-written"), "gone") is False
+        assert await s.get(scope, "gone") is None
+        await self.eventually_consistent(s)
+        assert [hit.key for hit in await s.query(scope, "walrus", top_k=10)] == ["kept"]
+        assert [hit.key for hit in await s.query(scope, "", top_k=10)] == ["kept"]
+        assert [item.key for item in (await s.list_items(scope)).items] == ["kept"]
+        # the key can be written again, as a new item
+        put = await s.put(scope, "gone", "back again")
+        got = await s.get(scope, "gone")
+        assert got is not None and got.value == "back again"
+        assert got.created_at == put.created_at
+
+    @pytest.mark.parametrize("mine,theirs", AWKWARD_ID_PAIRS, ids=repr)
+    async def test_delete_acts_on_exactly_one_scope_and_key(
+        self, s: MemoryStore, mine: str, theirs: str
+    ) -> None:
+        scopes = [
+            Scope(mine),
+            Scope(theirs),
+            Scope("p", agent_id=mine),
+            Scope("p", agent_id=theirs),
+        ]
+        for scope in scopes:
+            for key in (mine, theirs):
+                await s.put(scope, key, "v")
+        assert await s.delete(scopes[0], mine) is True
+        for scope in scopes:
+            for key in (mine, theirs):
+                got = await s.get(scope, key)
+                assert (got is None) is (scope == scopes[0] and key == mine), (scope, key)
+
+    async def test_delete_of_an_expired_item_removes_nothing_live(self, s: MemoryStore) -> None:
+        scope = Scope("del-expired")
+        await s.put(scope, "short", "v", ttl_seconds=1)
+        await asyncio.sleep(1.2)
+        assert await s.delete(scope, "short") is False
+        assert await s.get(scope, "short") is None
+
+    async def test_delete_refuses_bad_keys_and_scopes(self, s: MemoryStore) -> None:
+        for key in ("", "nul\x00", "x" * 5000):
+            with pytest.raises(InvalidRequest):
+                await s.delete(Scope("conformance"), key)
+        with pytest.raises(InvalidScope):
+            await s.delete("not-a-scope", "k")  # type: ignore[arg-type]
+
+    # -- list_items -----------------------------------------------------------------------
+
+    async def _walk(self, s: MemoryStore, scope: Scope, **options: Any) -> list[MemoryItem]:
+        items: list[MemoryItem] = []
+        cursor = None
+        for _ in range(1000):
+            page = await s.list_items(scope, cursor=cursor, **options)
+            items += page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                return items
+        raise AssertionError("list_items never reached its last page")
+
+    async def test_list_items_walks_one_scope_in_code_point_order(self, s: MemoryStore) -> None:
+        scope = Scope("walk", agent_id="a")
+        keys = sorted({key for pair in AWKWARD_ID_PAIRS for key in pair})
+        for key in reversed(keys):
+            await s.put(scope, key, {"key": key}, metadata={"k": key})
+        await s.put(Scope("walk", agent_id="b"), "another scope's", "v")
+        await s.put(Scope("walk"), "a", "the project scope's")
+        for limit in (1, 3, 100):
+            walked = await self._walk(s, scope, limit=limit)
+            assert [item.key for item in walked] == keys  # Python sorts by code point
+        first = (await s.list_items(scope, limit=1)).items[0]
+        got = await s.get(scope, keys[0])
+        assert got is not None
+        assert (first.scope, first.key, first.value, first.metadata) == (
+            got.scope,
+            got.key,
+            got.value,
+            got.metadata,
+        )
+        assert first.created_at == got.created_at and first.expires_at == got.expires_at
+        assert (await s.list_items(Scope("never-written"))).items == []
+
+    @pytest.mark.parametrize("mine,theirs", AWKWARD_ID_PAIRS, ids=repr)
+    async def test_list_items_isolates_scopes_exactly(
+        self, s: MemoryStore, mine: str, theirs: str
+    ) -> None:
+        scopes = [
+            Scope(mine),
+            Scope(theirs),
+            Scope("p", agent_id=mine),
+            Scope("p", agent_id=theirs),
+            Scope("p", task_id=mine),
+            Scope("p"),
+        ]
+        for index, scope in enumerate(scopes):
+            await s.put(scope, f"k{index}", index)
+        for index, scope in enumerate(scopes):
+            assert [item.value for item in (await s.list_items(scope)).items] == [index], scope
+
+    @pytest.mark.parametrize(
+        "prefix",
+        [
+            "a",
+            "a%",
+            "a_",
+            "%",
+            "_",
+            "*",
+            "a*",
+            "?",
+            "[a]",
+            "\\",
+            "it'",
+            'it"',
+            "Caf",
+            "caf",
+            "東",
+            "emoji-",
+            "emoji-🙂",
+            "",
+            "zz",
+            "nothing-starts-so",
+        ],
+    )
+    async def test_list_items_matches_prefixes_literally(self, s: MemoryStore, prefix: str) -> None:
+        scope = Scope("prefix")
+        keys = sorted({key for pair in AWKWARD_ID_PAIRS for key in pair} | {"[a]b", "?x", "ab"})
+        for key in keys:
+            await s.put(scope, key, "v")
+        await s.put(Scope("prefix", agent_id="x"), f"{prefix}-of-another-scope", "v")
+        walked = await self._walk(s, scope, prefix=prefix, limit=2)
+        assert [item.key for item in walked] == [k for k in keys if k.startswith(prefix)]
+
+    async def test_list_items_never_lists_expired_items(self, s: MemoryStore) -> None:
+        scope = Scope("list-expired")
+        await s.put(scope, "a-short", "v", ttl_seconds=1)
+        await s.put(scope, "b-long", "v", ttl_seconds=3600)
+        await s.put(scope, "c-lasting", "v")
+        assert [item.key for item in await self._walk(s, scope)] == [
+            "a-short",
+            "b-long",
+            "c-lasting",
+        ]
+        await asyncio.sleep(1.2)
+        for limit in (1, 100):
+            walked = await self._walk(s, scope, limit=limit)
+            assert [item.key for item in walked] == ["b-long", "c-lasting"]
+        assert walked[0].expires_at is not None and walked[1].expires_at is None
+        assert all(not key.startswith("_animus") for item in walked for key in item.metadata)
+
+    async def test_list_items_visits_every_item_once_while_items_are_added(
+        self, s: MemoryStore
+    ) -> None:
+        scope = Scope("paging")
+        present = [f"m-{n:02d}" for n in range(12)]
+        for key in present:
+            await s.put(scope, key, "v")
+        seen: list[str] = []
+        cursor = None
+        for round_ in range(100):
+            page = await s.list_items(scope, cursor=cursor, limit=5)
+            assert len(page.items) <= 5
+            seen += [item.key for item in page.items]
+            # writes between pages: before the walk's position, after it, and over an item
+            # already listed
+            await s.put(scope, f"a-new-{round_}", "v")
+            await s.put(scope, f"z-new-{round_}", "v")
+            await s.put(scope, seen[0], "overwritten")
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert len(seen) == len(set(seen))
+        assert [key for key in seen if key.startswith("m-")] == present
+
+    async def test_list_items_pages_hold_at_most_limit(self, s: MemoryStore) -> None:
+        scope = Scope("limits")
+        for n in range(7):
+            await s.put(scope, f"k{n}", n)
+        assert len((await s.list_items(scope, limit=1)).items) == 1
+        assert len((await s.list_items(scope, limit=1000)).items) == 7
+        page = await s.list_items(scope, limit=7)
+        assert len(page.items) == 7
+        rest = (
+            await s.list_items(scope, limit=7, cursor=page.next_cursor)
+            if page.next_cursor
+            else None
+        )
+        assert rest is None or rest.items == []
+        for limit in (0, -1, 1001, True, 2.0, "5"):
+            with pytest.raises(InvalidRequest):
+                await s.list_items(scope, limit=limit)  # type: ignore[arg-type]
+
+    async def test_list_items_refuses_a_cursor_it_did_not_return(self, s: MemoryStore) -> None:
+        scope = Scope("cursors")
+        for n in range(3):
+            await s.put(scope, f"k{n}", n)
+        for cursor in ("bogus", "²", "\ud800", "k.", "!!!", 5):
+            with pytest.raises(InvalidRequest):
+                await s.list_items(scope, cursor=cursor)  # type: ignore[arg-type]
+        for prefix in ("nul\x00", "\ud800", 5, "x" * 5000):
+            with pytest.raises(InvalidRequest):
+                await s.list_items(scope, prefix=prefix)  # type: ignore[arg-type]
+        with pytest.raises(InvalidScope):
+            await s.list_items("not-a-scope")  # type: ignore[arg-type]
+
     # -- optional in-process extensions ---------------------------------------------------
 
     def skip_unless_offered(self, store: MemoryStore, extension: type) -> None:
@@ -488,55 +696,6 @@ class StoreConformance:
         assert found == {key: item for key, item in one_by_one.items() if item is not None}
         with pytest.raises(InvalidRequest):
             await s.get_many(scope, "a key, not a list")  # type: ignore[attr-defined]
-
-    async def test_scope_items_walk_one_scope_in_key_order(self, s: MemoryStore) -> None:
-        self.skip_unless_offered(s, ScopeReads)
-        scope = Scope("walk", agent_id="a")
-        keys = sorted({key for pair in AWKWARD_ID_PAIRS for key in pair})
-        for key in keys:
-            await s.put(scope, key, {"key": key})
-        await s.put(Scope("walk", agent_id="b"), "another scope's", "v")
-        walked: list[str] = []
-        while True:
-            after = walked[-1] if walked else None
-            page = await s.scope_items(scope, after=after, limit=3)  # type: ignore[attr-defined]
-            walked += [item.key for item in page]
-            if len(page) < 3:
-                break
-        assert walked == keys
-        first = (await s.scope_items(scope, limit=1))[0]  # type: ignore[attr-defined]
-        assert first == await s.get(scope, keys[0])
-        with pytest.raises(InvalidRequest):
-            await s.scope_items(scope, limit=0)  # type: ignore[attr-defined]
-
-    async def test_expiries_are_those_get_reads(self, s: MemoryStore) -> None:
-        self.skip_unless_offered(s, KeyExpiries)
-        scope = Scope("expiries", agent_id="a")
-        keys = list(dict.fromkeys(key for pair in AWKWARD_ID_PAIRS for key in pair))
-        for n, key in enumerate(keys):
-            await s.put(scope, key, "v", ttl_seconds=3600 if n % 2 else None)
-        await s.put(Scope("expiries", agent_id="b"), keys[0], "another scope's", ttl_seconds=60)
-        wanted = [*keys, keys[1], "absent"]
-        found = await s.expiries(scope, wanted)  # type: ignore[attr-defined]
-        items = {key: await s.get(scope, key) for key in keys}
-        assert found == {key: i.expires_at for key, i in items.items() if i and i.expires_at}
-        assert len(found) == len(keys) // 2
-        with pytest.raises(InvalidRequest):
-            await s.expiries(scope, "a key, not a list")  # type: ignore[attr-defined]
-
-    async def test_items_with_key_prefix_are_the_keys_that_start_with_it(
-        self, s: MemoryStore
-    ) -> None:
-        self.skip_unless_offered(s, KeyPrefixReads)
-        scope = Scope("prefix")
-        keys = sorted({key for pair in AWKWARD_ID_PAIRS for key in pair})
-        for key in keys:
-            await s.put(scope, key, "v")
-        await s.put(Scope("prefix", agent_id="x"), "a-of-another-scope", "v")
-        for prefix in ("a", "a%", "a_", "it", "Caf", "caf", "東", "\\", "emoji-", "%"):
-            found = await s.items_with_key_prefix(scope, prefix, limit=50)  # type: ignore[attr-defined]
-            assert sorted(item.key for item in found) == [k for k in keys if k.startswith(prefix)]
-        assert len(await s.items_with_key_prefix(scope, "a", limit=2)) == 2  # type: ignore[attr-defined]
 
     # -- the semantic leg (capabilities.semantic) ------------------------------------------
 

@@ -14,6 +14,8 @@ stderr. It reports no native TTL, so the host keeps expiry in metadata and hides
 """
 
 import argparse
+import base64
+import binascii
 import json
 import math
 import os
@@ -21,12 +23,13 @@ import re
 import sys
 from datetime import datetime, timezone
 
-PROTOCOL_VERSION = "0.1.0"
+PROTOCOL_VERSION = "0.2.0"
 CAPABILITIES = {
     "native_ttl": False,
     "native_key_get": True,
     "strong_consistency": True,
     "max_query_top_k": 100,
+    "semantic": False,  # ranks by shared words, not by meaning
 }
 WORD = re.compile(r"\w+")
 
@@ -60,7 +63,7 @@ class Store:
             with open(self.path, "w", encoding="utf-8") as file:
                 json.dump(rows, file)
 
-    # -- the five methods ------------------------------------------------------------------
+    # -- the seven methods -----------------------------------------------------------------
 
     def put(self, scope, key, value, metadata=None, ttl_seconds=None):
         items = self.items.setdefault(scope, {})
@@ -130,6 +133,25 @@ class Store:
         self.save()
         return {"deleted": deleted}
 
+    def delete(self, scope, key):
+        deleted = self.items.get(scope, {}).pop(key, None) is not None
+        if deleted:
+            self.save()
+        return {"deleted": deleted}
+
+    def list_items(self, scope, prefix=None, cursor=None, limit=100):
+        after = read_cursor(cursor)
+        keys = sorted(  # by code point, as Python compares strings
+            key
+            for key in self.items.get(scope, {})
+            if key.startswith(prefix or "") and (after is None or key > after)
+        )
+        page = keys[:limit]
+        return {
+            "items": [item_json(self.items[scope][key]) for key in page],
+            "next_cursor": write_cursor(page[-1]) if len(keys) > limit else None,
+        }
+
 
 # -- helpers -------------------------------------------------------------------------------
 
@@ -145,6 +167,24 @@ def scope_json(scope):
 def item_json(row):
     item = {k: row[k] for k in ("key", "value", "metadata", "created_at", "updated_at")}
     return {"scope": scope_json(tuple(row["scope"])), **item, "expires_at": None}
+
+
+def write_cursor(key):
+    """The cursor after `key`: its UTF-8 in base64url, so hosts treat it as opaque."""
+    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii")
+
+
+def read_cursor(cursor):
+    """The key a cursor of ours names (None: the first page)."""
+    if cursor is None:
+        return None
+    try:
+        key = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
+    except (binascii.Error, UnicodeError, ValueError):
+        key = None
+    if not key or write_cursor(key) != cursor:
+        raise ParamError(f"cursor {cursor!r} was not returned by this plugin")
+    return key
 
 
 def indexed_text(value):
@@ -181,6 +221,8 @@ METHODS = {
     "memory/query": (("scope", "text"), ("top_k", "filters")),
     "memory/list_scopes": ((), ("project_id", "cursor", "limit")),
     "memory/delete_scope": (("scope",), ()),
+    "memory/delete": (("scope", "key"), ()),
+    "memory/list_items": (("scope",), ("prefix", "cursor", "limit")),
 }
 
 
@@ -217,8 +259,18 @@ def call(store, method, params):
     scope = read_scope(params)
     if method == "memory/delete_scope":
         return store.delete_scope(scope)
-    if method in ("memory/put", "memory/get") and not isinstance(params["key"], str):
+    if method == "memory/list_items":
+        limit = params.get("limit", 100)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ParamError("limit must be an integer from 1 to 1000")
+        for name in ("prefix", "cursor"):
+            if not isinstance(params.get(name, ""), str):
+                raise ParamError(f"{name} must be a string or null")
+        return store.list_items(scope, params.get("prefix"), params.get("cursor"), limit)
+    if "key" in required and not isinstance(params["key"], str):  # put, get and delete
         raise ParamError("key must be a string")
+    if method == "memory/delete":
+        return store.delete(scope, params["key"])
     if method == "memory/put":
         return store.put(
             scope, params["key"], params["value"], params.get("metadata"), params.get("ttl_seconds")

@@ -240,7 +240,7 @@ class SlowStore(BaseStore):
     async def _put(self, *args):
         raise NotImplementedError
 
-    _get = _list_scopes = _delete_scope = _put
+    _get = _list_scopes = _delete_scope = _delete = _list_items = _put
 
 
 @pytest.mark.parametrize(

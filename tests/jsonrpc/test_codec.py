@@ -13,6 +13,7 @@ from animus_flows.errors import (
     WriteDenied,
 )
 from animus_flows.jsonrpc import codec
+from animus_flows.jsonrpc.params import method_arguments
 from animus_flows.protocol import Capabilities, MemoryItem, Scope
 
 
@@ -95,7 +96,7 @@ def test_a_request_without_id_is_a_notification():
 
 
 def test_method_arguments_become_store_keyword_arguments():
-    arguments = codec.method_arguments(
+    arguments = method_arguments(
         "memory/put",
         {
             "scope": {"project_id": "p", "agent_id": "a"},
@@ -105,7 +106,12 @@ def test_method_arguments_become_store_keyword_arguments():
         },
     )
     assert arguments == {"scope": Scope("p", "a"), "key": "k", "value": None, "ttl_seconds": 5}
-    assert codec.method_arguments("memory/list_scopes", {"cursor": None}) == {"cursor": None}
+    assert method_arguments("memory/list_scopes", {"cursor": None}) == {"cursor": None}
+    assert method_arguments("memory/list_items", {"scope": {"project_id": "p"}, "limit": 5}) == {
+        "scope": Scope("p"),
+        "limit": 5,
+    }
+    assert method_arguments("initialize", {}) == {}
 
 
 @pytest.mark.parametrize(
@@ -133,11 +139,49 @@ def test_method_arguments_become_store_keyword_arguments():
         ("memory/get", {"scope": "p", "key": "k"}, InvalidScope, "scope 'p' is not an object"),
         ("memory/get", {"scope": {"project_id": "p", "x": 1}, "key": "k"}, InvalidScope, "unknown"),
         ("memory/put", {"scope": {"project_id": "p"}, "key": "k"}, InvalidRequest, "value"),
+        ("memory/delete", {"scope": {"project_id": "p"}}, InvalidRequest, "missing param(s) key"),
+        (
+            "memory/delete",
+            {"scope": {"project_id": "p"}, "key": 5},
+            InvalidRequest,
+            "memory/delete: param key is 5; send a string",
+        ),
+        (
+            "memory/list_items",
+            {"scope": {"project_id": "p"}, "limit": "5"},
+            InvalidRequest,
+            'memory/list_items: param limit is "5"; send an integer',
+        ),
+        (
+            "memory/list_items",
+            {"scope": {"project_id": "p"}, "prefix": ["a"]},
+            InvalidRequest,
+            'memory/list_items: param prefix is ["a"]; send a string or null',
+        ),
+        (
+            "memory/list_items",
+            {"scope": {"project_id": "p"}, "after": "k"},
+            InvalidRequest,
+            "unknown param(s) after; memory/list_items takes scope, prefix, cursor, limit",
+        ),
+        ("memory/list_items", {}, InvalidRequest, "memory/list_items: missing param(s) scope"),
+        (
+            "memory/put",
+            {"scope": {"project_id": "p"}, "key": "k", "value": 1, "metadata": []},
+            InvalidRequest,
+            "memory/put: param metadata is []; send an object or null",
+        ),
+        (
+            "initialize",
+            {"host": "me"},
+            InvalidRequest,
+            'initialize: param host is "me"; send an object',
+        ),
     ],
 )
 def test_bad_params_name_the_param_and_the_fix(method, params, error, text):
     with pytest.raises(error) as raised:
-        codec.method_arguments(method, params)
+        method_arguments(method, params)
     assert text in str(raised.value)
 
 
@@ -198,6 +242,9 @@ def test_results_parse_back_into_protocol_types():
     )
     assert page.scopes == [Scope("p", task_id="t")] and page.next_cursor == "2"
     assert codec.parse_deleted({"deleted": 3}, "plugin p") == 3
+    assert codec.parse_deleted_item({"deleted": False}, "plugin p") is False
+    items = codec.parse_item_page({"items": [item.to_json()], "next_cursor": "c"}, "plugin p")
+    assert items.items == [item] and items.next_cursor == "c"
 
 
 @pytest.mark.parametrize(
@@ -211,13 +258,17 @@ def test_results_parse_back_into_protocol_types():
         (lambda r: codec.parse_page(r, "plugin p"), {"scopes": [{"project_id": ""}]}),
         (lambda r: codec.parse_deleted(r, "plugin p"), {"deleted": -1}),
         (lambda r: codec.parse_deleted(r, "plugin p"), {"deleted": True}),
+        (lambda r: codec.parse_deleted_item(r, "plugin p"), {"deleted": 1}),
+        (lambda r: codec.parse_item_page(r, "plugin p"), {"items": [{"key": "k"}]}),
+        (lambda r: codec.parse_item_page(r, "plugin p"), {"items": [], "next_cursor": 5}),
+        (lambda r: codec.parse_item_page(r, "plugin p"), {"hits": []}),
     ],
 )
 def test_malformed_results_are_the_plugins_fault(parse, result):
     with pytest.raises(StoreUnavailable) as raised:
         parse(result)
     assert "plugin p answered" in str(raised.value)
-    assert "does not follow protocol 0.1.0" in str(raised.value)
+    assert "does not follow protocol 0.2.0" in str(raised.value)
 
 
 @pytest.mark.parametrize(
@@ -225,7 +276,10 @@ def test_malformed_results_are_the_plugins_fault(parse, result):
     [
         ("0.1.0", True),
         ("0.1.7", True),
-        ("0.2.0", False),
+        ("0.2.0", True),
+        ("0.2.3", True),
+        ("0.3.0", False),
+        ("0.0.9", False),
         ("1.1.0", False),
         ("0.1", False),
         ("v0.1.0", False),
@@ -237,11 +291,37 @@ def test_version_compatibility_follows_semver_for_0_x(version, ok):
     assert codec.is_compatible(version) is ok
 
 
+def test_a_0_1_plugin_serves_all_but_the_methods_0_2_added():
+    result = {
+        "protocol_version": "0.1.0",
+        "plugin_id": "old",
+        "capabilities": {
+            "native_ttl": False,
+            "native_key_get": True,
+            "strong_consistency": True,
+            "max_query_top_k": 5,
+        },
+    }
+    handshake = codec.parse_initialize(result, "plugin old")
+    assert handshake.capabilities.semantic is False  # 0.1.0 has no such capability
+    for method in ("memory/put", "memory/get", "memory/query", "memory/delete_scope"):
+        codec.check_method_served(handshake, method, "plugin old")
+    for method in ("memory/delete", "memory/list_items"):
+        with pytest.raises(ConfigError) as refused:
+            codec.check_method_served(handshake, method, "plugin old")
+        assert str(refused.value) == (
+            f"plugin old speaks protocol 0.1.0, which has no {method} (added in 0.2.0); "
+            "upgrade the plugin to protocol 0.2.0"
+        )
+    new = codec.parse_initialize({**result, "protocol_version": "0.2.0"}, "plugin new")
+    codec.check_method_served(new, "memory/delete", "plugin new")
+
+
 def test_the_handshake_is_checked():
     caps = Capabilities(False, True, False, 50)
     result = codec.initialize_result("mine", caps)
     assert result == {
-        "protocol_version": "0.1.0",
+        "protocol_version": "0.2.0",
         "plugin_id": "mine",
         "capabilities": {
             "native_ttl": False,
@@ -259,8 +339,8 @@ def test_the_handshake_is_checked():
         )
     with pytest.raises(StoreUnavailable, match="incomplete"):
         codec.parse_initialize({**result, "capabilities": {"native_ttl": True}}, "plugin p")
-    with pytest.raises(ConfigError, match=r"speaks protocol '0\.2\.0'"):
-        codec.parse_initialize({**result, "protocol_version": "0.2.0"}, "plugin p")
+    with pytest.raises(ConfigError, match=r"speaks protocol '0\.3\.0'"):
+        codec.parse_initialize({**result, "protocol_version": "0.3.0"}, "plugin p")
 
 
 def test_requests_are_json_rpc_2():

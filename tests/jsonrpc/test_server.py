@@ -112,9 +112,10 @@ def test_a_conversation_one_request_at_a_time(project):
             proc.stdin.flush()
             return json.loads(proc.stdout.readline())
 
-        handshake = ask(rpc(1, "initialize", protocol_version="0.1.0"))["result"]
-        assert handshake["protocol_version"] == "0.1.0"
+        handshake = ask(rpc(1, "initialize", protocol_version="0.2.0"))["result"]
+        assert handshake["protocol_version"] == "0.2.0"
         assert handshake["capabilities"]["strong_consistency"] is True
+        assert handshake["capabilities"]["semantic"] is False
         ask(rpc(2, "memory/put", scope=SCOPE, key="k", value="walrus", metadata={"tier": "hot"}))
         assert ask(rpc(3, "memory/get", scope=SCOPE, key="k"))["result"]["value"] == "walrus"
         assert ask(rpc(4, "memory/get", scope=SCOPE, key="missing"))["result"] is None
@@ -122,7 +123,14 @@ def test_a_conversation_one_request_at_a_time(project):
         assert [hit["key"] for hit in hits] == ["k"]
         page = ask(rpc(6, "memory/list_scopes", project_id="demo"))["result"]
         assert page == {"scopes": [SCOPE], "next_cursor": None}
-        assert ask(rpc(7, "memory/delete_scope", scope=SCOPE))["result"] == {"deleted": 1}
+        ask(rpc(7, "memory/put", scope=SCOPE, key="k2", value="walrus two"))
+        page = ask(rpc(8, "memory/list_items", scope=SCOPE, prefix="k", limit=1))["result"]
+        assert [item["key"] for item in page["items"]] == ["k"] and page["next_cursor"]
+        rest = ask(rpc(9, "memory/list_items", scope=SCOPE, cursor=page["next_cursor"]))["result"]
+        assert [item["key"] for item in rest["items"]] == ["k2"] and rest["next_cursor"] is None
+        assert ask(rpc(10, "memory/delete", scope=SCOPE, key="k2"))["result"] == {"deleted": True}
+        assert ask(rpc(11, "memory/delete", scope=SCOPE, key="k2"))["result"] == {"deleted": False}
+        assert ask(rpc(12, "memory/delete_scope", scope=SCOPE))["result"] == {"deleted": 1}
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
     finally:

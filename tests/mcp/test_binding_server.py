@@ -311,7 +311,7 @@ class FlakyStore(BaseStore):
         await asyncio.sleep(self.delay)
         return []
 
-    _get = _put = _list_scopes = _delete_scope = _query
+    _get = _put = _list_scopes = _delete_scope = _delete = _list_items = _query
 
 
 def service(workflow, store, label="wiki", **kwargs):

@@ -17,8 +17,8 @@ from animus_flows.memory.export import (
     parse_export,
     read_backup,
 )
-from animus_flows.memory.layer import OPTIMIZE_AFTER_IMPORT
-from animus_flows.memory.records import to_store
+from animus_flows.memory.store_form import to_store
+from animus_flows.memory.transfer import OPTIMIZE_AFTER_IMPORT
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 from animus_flows.stores.sqlite.store import KEY_BATCH as GET_MANY_BATCH
@@ -107,7 +107,7 @@ def test_an_import_into_a_scope_holding_memories_reads_the_stored_copies_in_batc
         store._file._reader.set_trace_callback(statements.append)
         assert await layer.import_memories(text) == 1200
         await store.aclose()
-        return [s for s in statements if "FROM items i JOIN scopes s" in s]
+        return [s for s in statements if "AND i.key IN (" in s]
 
     statements = asyncio.run(reads(_records(1200, "w")))
     assert len(statements) == math.ceil(1200 / GET_MANY_BATCH)
@@ -153,9 +153,8 @@ def test_parsing_keeps_every_id_as_the_key_it_names():
     ]
     assert (memories[0].superseded_by, memories[1].parent_id) == ("Limits-2", "desk-limits")
     assert {m.provenance for m in memories} == {"import"}
-    # the listing's `_bucket` is for ids that start with two hex digits only
-    buckets = [to_store(m, agent="dev")[1].get("_bucket") for m in memories]
-    assert buckets == ["de", None, "3f", "d4"]
+    # records carry no slice key: a scope is enumerated with list_items, whatever its ids
+    assert not any("_bucket" in to_store(m, agent="dev")[1] for m in memories)
 
 
 def test_an_import_writes_each_record_under_its_own_key(memory, raw):

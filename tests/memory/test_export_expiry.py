@@ -1,6 +1,6 @@
 """Export and import keep when memories expire: `expires_at` in the records, the time left on
-import, expired records skipped and counted; on SQLite (which reads expiries from its key index)
-and on a JSON-RPC plugin (which has no such index, nor transactions)."""
+import, expired records skipped and counted; on SQLite (which reads them in batches)
+and on a JSON-RPC plugin (a get each, and no transactions)."""
 
 import json
 import sys
@@ -84,7 +84,7 @@ def test_an_expires_at_without_a_zone_is_read_as_utc(memory, raw):
 
 
 def _dict_plugin(tmp_path: Path) -> JsonRpcStore:
-    """The example dict plugin: no key index for expiries, no transactions, no native TTL."""
+    """The example dict plugin: no batched reads, no transactions, no native TTL."""
     command = [sys.executable, str(DICT_PLUGIN), "--file", str(tmp_path / "items.json")]
     return JsonRpcStore(command, plugin_id="dict")
 
@@ -113,8 +113,9 @@ async def test_a_plugin_store_keeps_expiries_through_export_and_import(tmp_path)
 
 
 async def test_sqlite_writes_several_expiring_records_in_one_transaction(tmp_path):
-    # put_many carries TTLs, so an import, a new version or a forget that writes expiring
-    # records is one transaction on SQLite, not a put each with an undo on failure
+    # put_many carries TTLs, so an import or a new version that writes expiring records is one
+    # transaction on SQLite, not a put each with an undo on failure; a forget that relinks is
+    # a delete and a put (the protocol's put_many deletes nothing), undone on failure
     store = SQLiteStore(tmp_path / "memory.db")
     layer = AsyncMemoryLayer(store, SCOPE)
     await store.put(SCOPE, "window", {"content": "the window is open"}, ttl_seconds=600)
@@ -134,7 +135,7 @@ async def test_sqlite_writes_several_expiring_records_in_one_transaction(tmp_pat
     child = await layer.update_with_version("window", content="the window is open until six")
     assert transactions() == 1
     assert await layer.forget(child.id) is True
-    assert transactions() == 1
+    assert transactions() == 2
     assert (await store.get(SCOPE, "window")).expires_at is not None  # current again, expiring
     assert await layer.get_memory(child.id) is None
     await store.aclose()

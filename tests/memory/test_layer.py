@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from animus_flows.blocks import SQLiteMemoryStore
-from animus_flows.errors import InvalidRequest, StoreError
+from animus_flows.errors import InvalidRequest
 from animus_flows.memory import (
     AsyncMemoryLayer,
     Entity,
@@ -23,13 +23,11 @@ from animus_flows.memory import (
     Sensitivity,
     TierPolicy,
 )
-from animus_flows.memory.layer import SCAN_PAGE
-from animus_flows.memory.records import to_store
+from animus_flows.memory.scan import SCAN_PAGE
+from animus_flows.memory.store_form import to_store
 from animus_flows.protocol import (
     RESERVED_METADATA_KEYS,
-    BatchedKeyReads,
     Capabilities,
-    KeyPrefixReads,
     Scope,
 )
 from animus_flows.stores import SQLiteStore, SyncStore
@@ -248,13 +246,10 @@ def test_recall_by_tags_needs_all_tags(memory):
 
 @pytest.fixture(params=["sqlite", "jsonrpc"])
 def any_store_memory(request, db, served_sqlite):
-    """The layer on SQLite, which reads id prefixes from its key index and many keys at once,
-    and on a JSON-RPC plugin, where the layer lists the ids' `_bucket` slices and reads a key
-    at a time instead."""
+    """The layer on SQLite in process, and on a JSON-RPC plugin (SQLite served by `animus
+    memory serve`): the same protocol calls, over the wire."""
     store = SQLiteStore(db) if request.param == "sqlite" else served_sqlite(db.parent)
     layer = MemoryLayer(store, SCOPE)
-    assert isinstance(store, KeyPrefixReads) is (request.param == "sqlite")
-    assert isinstance(store, BatchedKeyReads) is (request.param == "sqlite")
     yield layer
     layer.close(close_store=True)
 
@@ -318,8 +313,9 @@ def reader_steps(tmp_path, items: int, setup, measured) -> int:
 
 
 def test_an_id_prefix_costs_the_same_in_any_scope(tmp_path):
-    # A lookup by prefix on SQLite reads a range of the key index; listing the id's `_bucket`
-    # slice read the whole scope (half a second at 100,000 memories).
+    # A lookup by prefix is `list_items(prefix=...)`, a range of SQLite's key index; listing
+    # the id's `_bucket` slice, as layers before protocol 0.2.0 did, read the whole scope
+    # (half a second at 100,000 memories).
     async def setup(layer):
         return await layer.remember("the rates desk hedges EUR exposure")
 
@@ -330,19 +326,38 @@ def test_an_id_prefix_costs_the_same_in_any_scope(tmp_path):
     assert large < 2 * small
 
 
-def test_forget_erases_the_content_at_once_and_the_key_within_a_second(memory, raw):
+def test_forget_deletes_the_item(any_store_memory, raw):
+    memory = any_store_memory
     kept = memory.remember("keep me")
     gone = memory.remember("forget me: password=hunter2 (already redacted)")
     assert memory.forget(gone.id[:8])
     assert memory.get_memory(gone.id) is None
     assert [m.id for m in memory.recall("")] == [kept.id]
     assert memory.forget(gone.id) is False
-    tombstone = raw.get(SCOPE, gone.id)
-    if tombstone is not None:  # it may already have expired
-        assert tombstone.value == {"content": ""}
-        assert tombstone.metadata["sensitivity"] == "secret"
-        assert tombstone.expires_at <= datetime.now(UTC) + timedelta(seconds=1)
-    assert [hit.key for hit in raw.query(SCOPE, "forget")] == []
+    # the item itself is gone, for any reader (`raw` opens the same file): no tombstone
+    assert raw.get(SCOPE, gone.id) is None
+    assert [item.key for item in raw.list_items(SCOPE).items] == [kept.id]
+
+
+def test_tombstones_and_slice_keys_of_older_layers_read_as_deleted_and_are_ignored(memory, raw):
+    # what `forget` wrote before protocol 0.2.0 had `delete`, kept by a store that did not
+    # expire it; and a record with the `_bucket` key layers wrote to list scopes in slices
+    tombstone = {"_deleted": True, "sensitivity": "secret", "tier": "cold", "_bucket": "ab"}
+    raw.put(SCOPE, "ab000000-0000-4000-8000-000000000001", {"content": ""}, metadata=tombstone)
+    kept = memory.remember("kept: the desk closes at five")
+    value, metadata = to_store(kept, agent="dev")
+    raw.put(SCOPE, kept.id, value, metadata={**metadata, "_bucket": kept.id[:2]})
+    assert memory.get_memory("ab000000-0000-4000-8000-000000000001") is None
+    assert memory.get_memory("ab000000") is None
+    assert [m.id for m in memory.recall("")] == [kept.id]
+    assert [m["id"] for m in json.loads(memory.export_memories())["memories"]] == [kept.id]
+    assert memory.get_memory(kept.id).metadata == {}  # `_bucket` is no metadata of yours
+    assert memory.get_all_tags() == {} and memory.run_tier_review() == (0, 0)
+    with MemoryLoader(raw.store, SCOPE.project_id, timeout_ms=None) as loader:
+        loaded = loader.load_for_agent("dev", layers=(1, 2, 3)).memories
+    assert [m.id for m in loaded] == [kept.id]
+    memory.add_tag(kept.id, "desk")  # a rewrite writes the record as the layer does now
+    assert "_bucket" not in raw.get(SCOPE, kept.id).metadata
 
 
 def test_items_other_tools_wrote_read_as_memories_and_convert_on_write(memory, raw):
@@ -510,7 +525,7 @@ def test_versions_stored_before_records_kept_links_still_read_as_history(memory,
     def put_unlinked(record: Memory) -> None:
         value, metadata = to_store(record, agent="dev")
         del value["superseded_by"]
-        raw.put(SCOPE, record.id, value, metadata=metadata)
+        raw.put(SCOPE, record.id, value, metadata={**metadata, "_bucket": record.id[:2]})
 
     v1 = Memory(content="the desk trades bunds", tier="cold")
     v2 = Memory(content="the desk trades bunds and gilts", version=2, parent_id=v1.id)
@@ -729,29 +744,16 @@ class SmallSQLiteStore(SQLiteStore):
     )
 
 
-class ProtocolOnly:
-    """A store's five protocol methods alone, without the SQLite store's in-process
-    extensions: the layer then enumerates a scope by `_bucket` listings, as on any plugin."""
-
-    def __init__(self, store):
-        self.store = store
-        self.capabilities = store.capabilities
-        self.put, self.get, self.query = store.put, store.get, store.query
-        self.list_scopes, self.delete_scope = store.list_scopes, store.delete_scope
-        self.aclose = store.aclose
-
-
-def small_store(path, walks):
-    """A 20-hits-per-query store that walks scopes in key order (`ScopeReads`) or does not."""
-    return SmallSQLiteStore(path) if walks else ProtocolOnly(SmallSQLiteStore(path))
-
-
-@pytest.mark.parametrize("walks", [True, False], ids=["scope-walk", "bucket-listings"])
-def test_a_scope_larger_than_max_query_top_k_is_enumerated_by_slices(tmp_path, walks):
-    with MemoryLayer(small_store(tmp_path / "m.db", walks), SCOPE) as layer:
-        layer.import_memories(export_of(*(record(f"note {n}", tags=["t"]) for n in range(150))))
+def test_a_scope_larger_than_max_query_top_k_is_enumerated_whole(tmp_path):
+    # every layer id, and keys other tools chose ("fx-3"), past the store's top_k cap
+    keyed = [record(f"keyed {n}", f"fx-{n}") for n in range(10)]
+    notes = [record(f"note {n}", tags=["t"]) for n in range(150)]
+    with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
+        layer.import_memories(export_of(*keyed, *notes))
         assert layer.get_all_tags() == {"t": 150}
-        assert json.loads(layer.export_memories())["count"] == 150
+        ids = [m["id"] for m in json.loads(layer.export_memories())["memories"]]
+        assert len(ids) == 160 and {f"fx-{n}" for n in range(10)} <= set(ids)
+        assert layer.get_memory("fx-7").content == "keyed 7"
         some = layer.recall("", limit=1)[0]
         assert layer.get_memory(some.id[:8]).id == some.id
 
@@ -760,20 +762,8 @@ def test_a_scope_walk_reads_page_after_page(tmp_path):
     count = 2 * SCAN_PAGE + 1
     with MemoryLayer(SQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
         layer.import_memories(export_of(*(record(f"note {n}", tags=["t"]) for n in range(count))))
-        layer.forget(layer.recall("note 7", limit=1)[0].id)  # a tombstone is no memory
+        layer.forget(layer.recall("note 7", limit=1)[0].id)
         assert layer.get_all_tags() == {"t": count - 1}
-
-
-@pytest.mark.parametrize("walks", [True, False], ids=["scope-walk", "bucket-listings"])
-def test_imported_keys_that_are_not_uuids_are_enumerated_past_max_query_top_k(tmp_path, walks):
-    # keys other tools chose ("fx-3") get no `_bucket`: the listing's slice of items without one
-    # finds them; a bucket "fx" would lie outside the 256 hex slices
-    keyed = [record(f"keyed {n}", f"fx-{n}") for n in range(10)]
-    with MemoryLayer(small_store(tmp_path / "m.db", walks), SCOPE) as layer:
-        layer.import_memories(export_of(*keyed, *(record(f"n{n}") for n in range(25))))
-        ids = [m["id"] for m in json.loads(layer.export_memories())["memories"]]
-        assert len(ids) == 35 and {f"fx-{n}" for n in range(10)} <= set(ids)
-        assert layer.get_memory("fx-7").content == "keyed 7"
 
 
 def test_newer_versions_past_max_query_top_k_are_all_found(tmp_path):
@@ -784,22 +774,12 @@ def test_newer_versions_past_max_query_top_k_are_all_found(tmp_path):
     with SyncStore(SQLiteStore(tmp_path / "m.db")) as raw:
         for stored in parents + children:
             value, metadata = to_store(stored, agent="dev")
-            del value["superseded_by"]
-            raw.put(SCOPE, stored.id, value, metadata=metadata)
+            del value["superseded_by"]  # as layers before links stored it
+            raw.put(SCOPE, stored.id, value, metadata={**metadata, "_bucket": stored.id[:2]})
     with MemoryLayer(SmallSQLiteStore(tmp_path / "m.db"), SCOPE) as layer:
         layer.import_memories(export_of(*(record(p.content, p.id) for p in parents)))
         links = {p.id: layer.get_memory(p.id).superseded_by for p in parents}
         assert links == {p.id: c.id for p, c in zip(parents, children, strict=True)}
-
-
-def test_a_slice_too_large_to_enumerate_is_an_error_not_a_silent_cut(tmp_path):
-    crowded = [record(f"n{n}", f"ab{n:06d}-0000-4000-8000-000000000000") for n in range(25)]
-    with MemoryLayer(small_store(tmp_path / "m.db", walks=False), SCOPE) as layer:
-        layer.import_memories(export_of(*crowded))
-        with pytest.raises(StoreError, match="20 or more memories whose ids start with 'ab'"):
-            layer.export_memories()
-    with MemoryLayer(small_store(tmp_path / "m.db", walks=True), SCOPE) as layer:
-        assert json.loads(layer.export_memories())["count"] == 25  # a walk has no slices
 
 
 # -- the facade, async use, blocks -----------------------------------------------------------

@@ -419,6 +419,14 @@ class SlowStore(BaseStore):
         await asyncio.sleep(self.delay)
         return 0
 
+    async def _delete(self, scope, key):
+        await asyncio.sleep(self.delay)
+        return False
+
+    async def _list_items(self, scope, prefix, cursor, limit):
+        await asyncio.sleep(self.delay)
+        raise NotImplementedError
+
 
 class BrokenStore(SlowStore):
     """A real store whose backend refuses every query."""

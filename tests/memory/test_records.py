@@ -6,12 +6,8 @@ import pytest
 
 from animus_flows.errors import InvalidRequest
 from animus_flows.memory import Entity, Memory, MemoryTier, MemoryType, Sensitivity
-from animus_flows.memory.records import (
-    RECORD_FIELDS,
-    check_user_metadata,
-    from_store,
-    to_store,
-)
+from animus_flows.memory.records import RECORD_FIELDS, check_user_metadata
+from animus_flows.memory.store_form import from_store, to_store
 from animus_flows.protocol import RESERVED_METADATA_KEYS
 from animus_flows.retrieval.disclosure import metadata_filter
 
@@ -94,9 +90,16 @@ def test_strings_become_enums_and_tags_are_normalized():
         ({"source": ""}, "source '' must be a non-empty string"),
         ({"metadata": {1: "x"}}, "metadata {1: 'x'} must be an object with string keys"),
         ({"content": None}, "content None is a NoneType; pass text"),
+        ({"confidence": True}, "confidence True must be a number from 0.0 to 1.0"),
+        ({"version": 2.0}, "version 2.0 must be an integer >= 1"),
+        ({"id": ""}, "memory id '' must be a non-empty string"),
+        ({"created_at": "2026-01-01"}, "created_at '2026-01-01' must be a datetime"),
+        ({"parent_id": 7}, "parent_id 7 must be a string or None"),
+        ({"colour": "red"}, "colour is not a field of a memory; a record has id, content,"),
     ],
 )
 def test_invalid_fields_name_the_field_and_the_fix(fields, message):
+    """Memory is a pydantic model: every refusal is our InvalidRequest, on one line."""
     with pytest.raises(InvalidRequest) as caught:
         Memory(**{"content": "x", **fields})
     assert message in str(caught.value)
@@ -158,7 +161,7 @@ def test_the_store_mapping_puts_filterable_fields_in_reserved_metadata():
     assert metadata["agent"] == "dev" and metadata["tier"] == "hot"
     assert metadata["sensitivity"] == "personal" and metadata["tags"] == ["preference"]
     assert metadata["origin"] == "chat" and metadata["_entities"] == ["alice"]
-    assert metadata["_bucket"] == memory.id[:2]
+    assert "_bucket" not in metadata  # protocol 0.2.0 lists scopes: no slices to keep
     assert from_store(memory.id, value, metadata) == memory
 
 
@@ -177,8 +180,10 @@ def test_items_written_by_other_tools_read_as_memories():
 def test_the_caller_may_not_set_keys_the_layer_owns():
     with pytest.raises(InvalidRequest, match="tier are reserved by the memory layer"):
         check_user_metadata({"tier": "hot", "colour": "red"})
-    with pytest.raises(InvalidRequest, match="_bucket are reserved"):
-        check_user_metadata({"_bucket": "ab"})
+    # keys older layers wrote, which their files may still hold
+    for legacy in ("_bucket", "_deleted"):
+        with pytest.raises(InvalidRequest, match=f"{legacy} are reserved"):
+            check_user_metadata({legacy: "ab"})
     # the redaction record is the layer's: refused from callers, kept on its own writes
     with pytest.raises(InvalidRequest, match="_redaction_count are reserved.*rename the key"):
         check_user_metadata({"_redaction_count": 2})
@@ -194,3 +199,29 @@ def test_filters_match_items_that_omit_a_key_with_the_default_value_and_any_spel
     assert metadata_filter("memory_type", ["episodic", "episodic"]) == [
         *("episodic", "EPISODIC", "Episodic")
     ]
+
+
+def test_a_changed_memory_is_checked_again_by_validate():
+    memory = Memory(content="x")
+    memory.tier = "HOT"
+    memory.tags = ["A", "a"]
+    memory.validate()
+    assert memory.tier is MemoryTier.HOT and memory.tags == ["a"]
+    memory.confidence = float("nan")
+    with pytest.raises(InvalidRequest, match="^confidence nan must be a number from 0.0 to 1.0$"):
+        memory.validate()
+
+
+def test_records_of_older_layers_read_as_they_meant():
+    # a record of a layer before `superseded_by`: `_bucket`, no link; it may have newer versions
+    legacy = from_store(
+        "ab12", {"content": "x", "created_at": "2026-01-01T00:00:00+00:00"}, {"_bucket": "ab"}
+    )
+    assert legacy.successor_unknown and "_bucket" not in legacy.metadata
+    assert "successor_unknown" not in legacy.to_json()
+    legacy.link("cd34")
+    assert (legacy.superseded_by, legacy.successor_unknown) == ("cd34", False)
+    assert not from_store(
+        "k", {"content": "x", "superseded_by": None}, {"_bucket": "ab"}
+    ).successor_unknown
+    assert not from_store("k", "a plain item", {}).successor_unknown

@@ -26,7 +26,7 @@ class TestExamplePluginConformance(StoreConformance):
     async def test_it_reports_what_it_does_natively(self, s):
         assert s.capabilities.native_key_get and s.capabilities.strong_consistency
         assert not s.capabilities.native_ttl  # the host emulates TTL through metadata
-        assert s.capabilities.max_query_top_k == 100
+        assert s.capabilities.max_query_top_k == 100 and not s.capabilities.semantic
 
 
 def _talk(lines: list[str]) -> list[dict]:
@@ -58,8 +58,8 @@ def test_the_example_session_of_the_protocol_is_what_it_answers():
     session = PROTOCOL.read_text(encoding="utf-8").split("## 10. Example session")[1]
     sent = [line[2:] for line in session.splitlines() if line.startswith("> ")]
     expected = [json.loads(line[2:]) for line in session.splitlines() if line.startswith("< ")]
-    assert len(sent) == len(expected) == 7
-    assert _comparable(_talk(sent)) == _comparable(expected)  # line 7: -32601, unknown method
+    assert len(sent) == len(expected) == 9
+    assert _comparable(_talk(sent)) == _comparable(expected)  # line 9: -32601, unknown method
 
 
 def test_unknown_and_missing_params_are_invalid_params():

@@ -168,10 +168,27 @@ async def test_the_wrong_protocol_version_is_a_configuration_error():
     with pytest.raises(ConfigError) as raised:
         await store.connect()
     assert str(raised.value) == (
-        "plugin faulty-version speaks protocol '9.0.0', this animus-flows speaks 0.1.0; "
-        "use a plugin built for protocol 0.1.x or upgrade animus-flows"
+        "plugin faulty-version speaks protocol '9.0.0', this animus-flows speaks 0.2.0; "
+        "use a plugin built for protocol 0.2.x (or 0.1.x) or upgrade animus-flows"
     )
     assert store.process.pid is None
+    await store.aclose()
+
+
+async def test_a_0_1_plugin_works_but_for_delete_and_list_items_which_say_to_upgrade_it():
+    store = faulty("ok")  # speaks protocol 0.1.0
+    await store.put(SCOPE, "k", "kept")
+    assert (await store.get(SCOPE, "k")).value == "kept"
+    assert store.capabilities.semantic is False
+    calls = [store.delete(SCOPE, "k"), store.list_items(SCOPE)]
+    for method, call in zip(("memory/delete", "memory/list_items"), calls, strict=True):
+        with pytest.raises(ConfigError) as refused:
+            await call
+        assert str(refused.value) == (
+            f"plugin faulty-ok speaks protocol 0.1.0, which has no {method} (added in 0.2.0); "
+            "upgrade the plugin to protocol 0.2.0"
+        )
+    assert (await store.get(SCOPE, "k")).value == "kept"  # the host never fakes a delete
     await store.aclose()
 
 

@@ -194,10 +194,11 @@ def prefixed(tmp_path_factory):
 )
 @settings(deadline=None)
 def test_items_with_a_key_prefix_are_a_range_of_the_key_index(prefixed, prefix, limit):
-    found = prefixed._run("items_with_key_prefix", Scope("p"), prefix, limit=limit)
-    expected = sorted(key for key in PREFIX_KEYS if key.startswith(prefix))[:limit]
-    assert [item.key for item in found] == expected
-    assert all(item.scope == Scope("p") and item.value == "v" for item in found)
+    page = prefixed.list_items(Scope("p"), prefix=prefix, limit=limit)
+    matching = sorted(key for key in PREFIX_KEYS if key.startswith(prefix))
+    assert [item.key for item in page.items] == matching[:limit]
+    assert (page.next_cursor is None) is (len(matching) <= limit)
+    assert all(item.scope == Scope("p") and item.value == "v" for item in page.items)
 
 
 def test_a_key_prefix_read_walks_a_range_of_the_key_index(tmp_path):
@@ -221,12 +222,26 @@ def test_a_key_prefix_read_walks_a_range_of_the_key_index(tmp_path):
 
 
 def test_a_key_prefix_is_checked_like_a_key(store):
-    with pytest.raises(InvalidRequest, match="must be a non-empty string"):
-        store._run("items_with_key_prefix", Scope("p"), "")
     with pytest.raises(InvalidRequest, match="control character"):
-        store._run("items_with_key_prefix", Scope("p"), "a\x00")
-    with pytest.raises(InvalidRequest, match="limit 0 must be an integer >= 1"):
-        store._run("items_with_key_prefix", Scope("p"), "a", limit=0)
+        store.list_items(Scope("p"), prefix="a\x00")
+    with pytest.raises(InvalidRequest, match="limit 0 must be an integer from 1 to 1000"):
+        store.list_items(Scope("p"), prefix="a", limit=0)
+    assert store.list_items(Scope("p"), prefix="").items == []
+
+
+def test_a_delete_of_a_missing_key_writes_nothing(tmp_path):
+    # a write takes the file's lock, which other processes' writes wait for
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        store.put(Scope("p"), "k", "v")
+        statements: list[str] = []
+        store._loop.run(
+            store.store._file.run(lambda conn: conn.set_trace_callback(statements.append)),
+            await_form="",
+        )
+        assert store.delete(Scope("p"), "absent") is False
+        assert not any("BEGIN" in statement for statement in statements)
+        assert store.delete(Scope("p"), "k") is True
+        assert sum("BEGIN" in statement for statement in statements) == 1
 
 
 @given(
@@ -266,28 +281,6 @@ def test_get_many_checks_its_keys_like_get(store):
     with pytest.raises(InvalidRequest, match="control character"):
         store._run("get_many", Scope("p"), ["ok", "a\x00"])
     assert store._run("get_many", Scope("p"), []) == {}
-
-
-def test_expiries_name_the_live_expiring_items_of_one_scope_as_get_reads_them(tmp_path):
-    path = tmp_path / "m.db"
-    with SyncStore(SQLiteStore(path)) as store:
-        store.put(Scope("p"), "k'1%", "expires", ttl_seconds=100)
-        store.put(Scope("p"), "kept", "never expires")
-        store.put(Scope("p"), "gone", "expired", ttl_seconds=100)
-        store.put(Scope("p", agent_id="other"), "kept", "another scope's", ttl_seconds=100)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE items SET expires_at = 1 WHERE key = 'gone'")
-    conn.commit()
-    conn.close()
-    with SyncStore(SQLiteStore(path)) as store:
-        keys = ["k'1%", "kept", "gone", "absent", "k'1%"]
-        assert store._run("expiries", Scope("p"), keys) == {
-            "k'1%": store.get(Scope("p"), "k'1%").expires_at
-        }
-        with pytest.raises(InvalidRequest, match="keys 'kept' must be a list of keys"):
-            store._run("expiries", Scope("p"), "kept")
-        with pytest.raises(InvalidRequest, match="control character"):
-            store._run("expiries", Scope("p"), ["a\x00"])
 
 
 def test_each_scope_owns_a_disjoint_id_range():

@@ -150,6 +150,32 @@ async def test_delete_scope_clears_the_memory_and_retires_the_session(zep_fake, 
     assert (await store.list_scopes()).scopes == []
 
 
+async def test_delete_marks_the_keys_versions_deleted_as_an_overwrite_marks_them(zep_fake, store):
+    await store.put(SCOPE, "fx", "EUR/USD at 1.09")
+    await store.put(SCOPE, "fx", "sterling at 1.27")
+    await store.put(SCOPE, "oil", "Brent at 80")
+    await zep_fake.wait_indexed()
+    newest = zep_fake.messages[SID][1]["uuid"]
+    zep_fake.log.clear()
+    assert await store.delete(SCOPE, "fx") is True
+    # one listing, one PATCH: the older version was marked replaced when the newer landed
+    assert zep_fake.calls() == [
+        ("GET", f"/api/v2/sessions/{SID}/messages?cursor=1&limit=100"),
+        ("PATCH", f"/api/v2/sessions/{SID}/messages/{newest}"),
+    ]
+    marked = body(zep_fake.log[-1])["metadata"]
+    assert marked["animus_deleted"] is True and marked["animus_superseded"] is True
+    assert await store.get(SCOPE, "fx") is None
+    assert [hit.key for hit in await store.query(SCOPE, "sterling EUR/USD Brent")] == ["oil"]
+    assert [item.key for item in (await store.list_items(SCOPE)).items] == ["oil"]
+    assert await store.count(SCOPE) == 1
+    zep_fake.log.clear()
+    assert await store.delete(SCOPE, "fx") is False  # nothing left to mark
+    assert zep_fake.calls() == [("GET", f"/api/v2/sessions/{SID}/messages?cursor=1&limit=100")]
+    await store.put(SCOPE, "fx", "yen at 150")  # a new item under the key
+    assert (await store.get(SCOPE, "fx")).value == "yen at 150"
+
+
 async def test_a_stale_search_index_never_returns_a_replaced_value(zep_fake, store):
     await store.put(SCOPE, "fx", "EUR/USD at 1.09")
     await zep_fake.wait_indexed()

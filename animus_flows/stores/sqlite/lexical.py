@@ -85,8 +85,9 @@ class _Query:
         of those not judged yet as it goes."""
         ranked = sorted(self.scores.items(), key=lambda pair: (-pair[1], -pair[0]))
         kept: list[tuple[int, float]] = []
-        for start in range(0, len(ranked), BATCH):
-            window = ranked[start : start + BATCH]
+        step = max(2 * wanted, 16)  # rows are read for the best only: most pass the filters
+        for start in range(0, len(ranked), step):
+            window = ranked[start : start + step]
             unread = [item_id for item_id, _ in window if item_id not in self.verdicts]
             if unread:
                 self._judge(unread)

@@ -19,11 +19,11 @@ from animus_flows.errors import ConfigError, InvalidRequest, StoreUnavailable
 from animus_flows.protocol import (
     JSON,
     Capabilities,
+    ItemPage,
     MemoryItem,
     QueryHit,
     Scope,
     ScopePage,
-    check_count,
     indexed_text,
     matches_filters,
     utcnow,
@@ -35,8 +35,10 @@ from animus_flows.stores.base import (
     PutEntry,
     check_key,
     check_scope,
+    cursor_key,
     encode_json,
     entry_fields,
+    item_page,
     metadata_object,
     numeric_cursor,
 )
@@ -501,20 +503,27 @@ class SQLiteStore(BaseStore):
         return written
 
     async def _delete(self, scope: Scope, key: str) -> bool:
+        def find(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            return conn.execute(
+                f"{_SCOPE_ITEMS} AND i.key = ?", (*_scope_ids(scope), key)
+            ).fetchone()
+
         def delete(conn: sqlite3.Connection) -> bool:
             with self._file.writing(conn):
                 scope_id = self._scope_id(conn, scope, create=False)
                 if scope_id is None:
                     return False
-                now = utcnow().timestamp()
                 live = conn.execute(
                     "SELECT 1 FROM items WHERE scope_id = ? AND key = ?"
                     " AND (expires_at IS NULL OR expires_at > ?)",
-                    (scope_id, key, now),
+                    (scope_id, key, utcnow().timestamp()),
                 ).fetchone()
                 self._indexer.remove(conn, "scope_id = ? AND key = ?", (scope_id, key), changes)
                 return live is not None
 
+        # a key that is not there takes no write lock, which other processes would wait for
+        if await self._file.read(find) is None:
+            return False
         changes = VectorChanges()
         deleted = await self._file.run(delete)
         self._apply(changes)
@@ -603,74 +612,23 @@ class SQLiteStore(BaseStore):
             found.update((row[0], _item(scope, *row)) for row in await self._file.read(read, batch))
         return found
 
-    async def scope_items(
-        self, scope: Scope, *, after: str | None = None, limit: int = 1000
-    ) -> list[MemoryItem]:
-        """The live items of `scope` in key order, at most `limit`, after key `after` (see
-        `protocol.ScopeReads`): a walk of the scope's key index, however large the scope."""
-        check_scope(scope)
-        if after is not None:
-            check_key(after)
-        check_count("limit", limit)
+    async def _list_items(
+        self, scope: Scope, prefix: str | None, cursor: str | None, limit: int
+    ) -> ItemPage:
+        after = cursor_key(cursor)
+        end = None if prefix is None else prefix_end(prefix)
+        # key ranges of the (scope, key) index: no character of a prefix is a wildcard
+        bounds = [(" AND i.key >= ?", prefix or None), (" AND i.key < ?", end)]
+        bounds.append((" AND i.key > ?", after))
+        kept = [(clause, value) for clause, value in bounds if value is not None]
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                f"{_SCOPE_ITEMS}{'' if after is None else ' AND i.key > ?'} AND {_LIVE}"
-                " ORDER BY i.key LIMIT ?",
-                (
-                    *_scope_ids(scope),
-                    *([] if after is None else [after]),
-                    utcnow().timestamp(),
-                    limit,
-                ),
+                f"{_SCOPE_ITEMS}{''.join(c for c, _ in kept)} AND {_LIVE} ORDER BY i.key LIMIT ?",
+                (*_scope_ids(scope), *(v for _, v in kept), utcnow().timestamp(), limit + 1),
             ).fetchall()
 
-        return [_item(scope, *row) for row in await self._file.read(read)]
-
-    async def expiries(self, scope: Scope, keys: Sequence[str]) -> dict[str, datetime]:
-        """When the live items of `scope` among `keys` that expire do, by key (see
-        `protocol.KeyExpiries`): the key index alone, no value read or decoded."""
-        check_scope(scope)
-        wanted = _checked_keys(keys)
-        found: dict[str, datetime] = {}
-        for start in range(0, len(wanted), KEY_BATCH):
-            batch = wanted[start : start + KEY_BATCH]
-
-            def read(conn: sqlite3.Connection, batch: list[str]) -> list[tuple[str, float]]:
-                return conn.execute(
-                    "SELECT i.key, i.expires_at FROM items i JOIN scopes s ON s.id = i.scope_id"
-                    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
-                    f" AND i.key IN ({', '.join('?' * len(batch))}) AND i.expires_at > ?",
-                    (*_scope_ids(scope), *batch, utcnow().timestamp()),
-                ).fetchall()
-
-            found.update((key, _moment(at)) for key, at in await self._file.read(read, batch))  # type: ignore[misc]
-        return found
-
-    async def items_with_key_prefix(
-        self, scope: Scope, prefix: str, *, limit: int = 100
-    ) -> list[MemoryItem]:
-        """The live items of `scope` whose keys start with `prefix` (case-sensitive), in key
-        order, at most `limit`: a range of the scope's key index, however large the scope."""
-        check_scope(scope)
-        check_key(prefix)
-        check_count("limit", limit)
-        end = prefix_end(prefix)
-
-        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"{_SCOPE_ITEMS} AND i.key >= ?{'' if end is None else ' AND i.key < ?'}"
-                f" AND {_LIVE} ORDER BY i.key LIMIT ?",
-                (
-                    *_scope_ids(scope),
-                    prefix,
-                    *([] if end is None else [end]),
-                    utcnow().timestamp(),
-                    limit,
-                ),
-            ).fetchall()
-
-        return [_item(scope, *row) for row in await self._file.read(read)]
+        return item_page([_item(scope, *row) for row in await self._file.read(read)], limit)
 
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
