@@ -20,9 +20,9 @@ from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.analysis import Analyzer
 from animus_flows.stores.base import EXPIRES_KEY
 from animus_flows.stores.sqlite import lexical
+from animus_flows.stores.sqlite.reads import bm25_score, filter_clause, prefix_end
 from animus_flows.stores.sqlite.schema import SCHEMA_VERSION, id_range, scoped_body
 from animus_flows.stores.sqlite.store import KEY_BATCH as GET_MANY_BATCH
-from animus_flows.stores.sqlite.store import bm25_score, filter_clause, prefix_end
 
 
 @pytest.fixture
@@ -586,9 +586,9 @@ def test_a_version_3_file_is_indexed_again_as_it_opens(tmp_path, caplog):
 
 
 def test_a_large_old_file_waits_for_reindex(tmp_path, monkeypatch):
-    from animus_flows.stores.sqlite import store as sqlite_store
+    from animus_flows.stores.sqlite import prepare
 
-    monkeypatch.setattr(sqlite_store, "AUTO_REINDEX_ITEMS", 2)
+    monkeypatch.setattr(prepare, "AUTO_REINDEX_ITEMS", 2)
     path = tmp_path / "m.db"
     _version_3_file(path, 3)
     old = pytest.raises(StoreUnavailable, match=r"holds 3 items indexed by an older .*reindex")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from animus_flows.embedders import Embedder
 
-from animus_flows.errors import ConfigError, InvalidRequest, StoreUnavailable
 from animus_flows.protocol import (
     JSON,
     Capabilities,
@@ -25,7 +22,6 @@ from animus_flows.protocol import (
     Scope,
     ScopePage,
     indexed_text,
-    matches_filters,
     utcnow,
 )
 from animus_flows.redaction import get_logger
@@ -42,27 +38,33 @@ from animus_flows.stores.base import (
     metadata_object,
     numeric_cursor,
 )
-from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg, fuse, model_mismatch
+from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg
 from animus_flows.stores.sqlite import lexical
 from animus_flows.stores.sqlite.connection import StoreFile, transaction
+from animus_flows.stores.sqlite.embedding import Embedding
 from animus_flows.stores.sqlite.index import Indexer, Row, VectorChanges
+from animus_flows.stores.sqlite.prepare import Indexing
+from animus_flows.stores.sqlite.reads import (
+    LIVE,
+    SCOPE_ITEMS,
+    bm25_score,
+    checked_keys,
+    fused,
+    item_of,
+    moment,
+    newest,
+    prefix_end,
+    scope_ids,
+)
 from animus_flows.stores.sqlite.schema import (
-    SCHEMA_VERSION,
-    create,
     id_range,
-    meta,
-    schema_version,
     set_meta,
-    upgrade,
 )
 
 log = get_logger("animus_flows.stores.sqlite")
 
 MAX_QUERY_TOP_K = 1000
 INLINE_SCAN_ITEMS = 5_000  # a filtered listing of a larger scope leaves the event loop
-#: An older file is indexed again as it is opened when it holds at most this many items (a
-#: few seconds); a larger one waits for `animus memory reindex`.
-AUTO_REINDEX_ITEMS = 100_000
 # FTS5 merges index segments as it commits (each time AUTOMERGE segments share a level). A
 # put_many of BULK_ITEMS or more commits with merging deferred to BULK_AUTOMERGE segments,
 # which makes bulk ingest about 7% faster; later writes and optimize() catch up.
@@ -72,103 +74,6 @@ BULK_ITEMS = 1000
 _SET_AUTOMERGE = "INSERT INTO items_fts (items_fts, rank) VALUES ('automerge', ?)"
 # Keys per statement of `get_many` and friends: short reads, far below SQLite's limits.
 KEY_BATCH = 100
-#: Items embedded per background batch: a write waits for no model; what it queued is
-#: embedded soon after, a batch at a time.
-EMBED_BATCH = 64
-
-_LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
-# The start of every read of a scope's items as `_item` takes them; `_scope_ids` fills it.
-_SCOPE_ITEMS = (
-    "SELECT i.key, i.value, i.metadata, i.created_at, i.updated_at, i.expires_at"
-    " FROM items i JOIN scopes s ON s.id = i.scope_id"
-    " WHERE s.project_id = ? AND s.agent_id = ? AND s.task_id = ?"
-)
-
-
-def _scope_ids(scope: Scope) -> tuple[str, str, str]:
-    """The `scopes` table's columns for `scope`: absent agent and task ids are ''."""
-    return (scope.project_id, scope.agent_id or "", scope.task_id or "")
-
-
-def _moment(epoch: float | None) -> datetime | None:
-    return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
-
-
-def _item(
-    scope: Scope,
-    key: str,
-    value: str,
-    metadata: str,
-    created_at: float,
-    updated_at: float,
-    expires_at: float | None,
-) -> MemoryItem:
-    return MemoryItem(
-        scope,
-        key,
-        json.loads(value),
-        json.loads(metadata),
-        _moment(created_at),  # type: ignore[arg-type]
-        _moment(updated_at),  # type: ignore[arg-type]
-        _moment(expires_at),
-    )
-
-
-def _checked_keys(keys: Sequence[str]) -> list[str]:
-    """`keys` once each, every one checked as `get` checks a key."""
-    if isinstance(keys, str) or not isinstance(keys, Sequence):
-        raise InvalidRequest(f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}")
-    return list(dict.fromkeys(check_key(key) for key in keys))
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The least string after every string starting with `prefix` (None: there is none)."""
-    stem = prefix.rstrip(chr(0x10FFFF))
-    if not stem:
-        return None
-    following = ord(stem[-1]) + 1
-    if 0xD800 <= following <= 0xDFFF:  # surrogates are no characters (and SQLite cannot hold them)
-        following = 0xE000
-    return stem[:-1] + chr(following)
-
-
-def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:
-    """SQL conditions on `i.metadata` with the semantics of `protocol.matches_filters`, for a
-    listing that must stop inside SQL. Keys travel as parameters through `json_each`, so no
-    metadata key can inject SQL or JSON path syntax."""
-    if not filters:
-        return "", []
-    clauses: list[str] = []
-    params: list[Any] = []
-    for name, wanted in filters.items():
-        options = wanted if isinstance(wanted, list) else [wanted]
-        values = [option for option in options if option is not None]
-        alternatives: list[str] = []
-        if values:
-            marks = ", ".join("?" * len(values))
-            # json_each gives an object or array as its JSON text: compare scalars only
-            alternatives.append(
-                "EXISTS (SELECT 1 FROM json_each(i.metadata) m WHERE m.key = ? AND "
-                f"((m.type NOT IN ('object', 'array') AND m.value IN ({marks})) OR "
-                "(m.type = 'array' AND EXISTS (SELECT 1 FROM json_each(m.value) e WHERE "
-                f"e.type NOT IN ('object', 'array') AND e.value IN ({marks})))))"
-            )
-            params += [name, *values, *values]
-        if None in options:
-            alternatives.append(
-                "NOT EXISTS (SELECT 1 FROM json_each(i.metadata) m "
-                "WHERE m.key = ? AND m.type != 'null')"
-            )
-            params.append(name)
-        clauses.append("(" + " OR ".join(alternatives) + ")")
-    return " AND " + " AND ".join(clauses), params
-
-
-def bm25_score(score: float) -> float:
-    """Map a BM25 score (0 and up) onto [0, 1), higher is better: 1 - exp(-score / 10). A strong
-    single-term match (about 10) scores ~0.63, several rare terms approach 1. The same score
-    always maps alike, across queries."""
-    return 1.0 - math.exp(-max(0.0, score) / 10.0)
 
 
 class SQLiteStore(BaseStore):
@@ -217,11 +122,13 @@ class SQLiteStore(BaseStore):
         self.busy_timeout_ms = busy_timeout_ms
         self.language = language
         self._semantic = None if embedder is None else SemanticLeg(embedder)
-        self._model: str | None = None  # the embedder's `model/dimension`, once known
         self._indexer = Indexer(analyzer(language), semantic=embedder is not None)
+        self._indexing = Indexing(self.path, language, self._indexer)
         self._reindex = False  # set by `reindex` before the file is opened
         self._file = StoreFile(self.path, busy_timeout_ms, self._prepare, self._is_current)
-        self._embedding: asyncio.Task[None] | None = None
+        self._embedding = (
+            None if self._semantic is None else Embedding(self._semantic, self._file, self._indexer)
+        )
         if embedder is not None:
             self.capabilities = Capabilities(
                 native_ttl=True,
@@ -237,79 +144,15 @@ class SQLiteStore(BaseStore):
     # -- the file's schema and analysis ----------------------------------------------------------
 
     async def _ready(self) -> None:
-        if self._semantic is not None and self._model is None:
-            self._model = await self._semantic.label()  # a remote model is asked its size once
+        if self._semantic is not None and self._indexing.model is None:
+            # a remote model is asked its size once
+            self._indexing.model = await self._semantic.label()
 
     def _is_current(self, reader: sqlite3.Connection) -> bool:
-        return (
-            schema_version(reader) == SCHEMA_VERSION
-            and meta(reader, "language") == self.language
-            and (self._model is None or meta(reader, "embedder") == self._model)
-        )
-
-    def _check_model(self, conn: sqlite3.Connection) -> None:
-        """Record the embedder's model in a file that has none (queueing its items for
-        vectors), and refuse one whose vectors another model made."""
-        if self._model is None:
-            return
-        recorded = meta(conn, "embedder")
-        if recorded == self._model:
-            return
-        if recorded is not None and not self._reindex:
-            raise model_mismatch(f"SQLite store {self.path}", recorded, self._model)
-        with transaction(conn):
-            conn.execute("DELETE FROM item_vectors")
-            conn.execute("INSERT OR IGNORE INTO vector_pending SELECT id FROM items")
-            conn.execute("UPDATE scopes SET vectors = -1")  # no vectors a process kept fit
-            set_meta(conn, "embedder", self._model)
+        return self._indexing.is_current(reader)
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        """Create the schema of a new file, upgrade an older one, and check it was indexed with
-        this store's analyzer; runs on the writer as it opens."""
-        version = schema_version(conn)
-        if version > SCHEMA_VERSION:
-            raise StoreUnavailable(
-                f"SQLite store {self.path} has schema version {version}, newer than this "
-                f"animus-flows ({SCHEMA_VERSION}); upgrade animus-flows"
-            )
-        if version == 0:
-            with transaction(conn):
-                create(conn)
-                set_meta(conn, "schema_version", str(SCHEMA_VERSION))
-                set_meta(conn, "language", self.language)
-            self._check_model(conn)
-            return
-        recorded = meta(conn, "language")
-        if version == SCHEMA_VERSION and recorded == self.language and not self._reindex:
-            self._check_model(conn)
-            return
-        items = conn.execute("SELECT count(*) FROM items").fetchone()[0]
-        if version == SCHEMA_VERSION and not self._reindex:
-            raise ConfigError(
-                f"SQLite store {self.path} is indexed for language {recorded!r}, not "
-                f"{self.language!r}; run `animus memory reindex` to index its {items} items "
-                f"for {self.language!r}, or set language: {recorded}"
-            )
-        if not self._reindex and items > AUTO_REINDEX_ITEMS:
-            raise StoreUnavailable(
-                f"SQLite store {self.path} holds {items} items indexed by an older animus-flows "
-                "(no stemming, no stop words); run `animus memory reindex` once to index them "
-                "again (about a minute per million items)"
-            )
-        with transaction(conn):
-            if version < SCHEMA_VERSION:
-                upgrade(conn)
-            done = self._indexer.reindex(conn)
-            set_meta(conn, "language", self.language)
-            set_meta(conn, "schema_version", str(SCHEMA_VERSION))
-        self._check_model(conn)
-        log.warning(
-            "SQLite store %s: %d items indexed again (schema %d, language %s)",
-            self.path,
-            done,
-            SCHEMA_VERSION,
-            self.language,
-        )
+        self._indexing.prepare(conn, reindex=self._reindex)
 
     async def reindex(self) -> int:
         """Index every item again (terms, full-text index, statistics, and with an embedder
@@ -322,8 +165,8 @@ class SQLiteStore(BaseStore):
             with self._file.writing(conn):
                 done = self._indexer.reindex(conn)
                 set_meta(conn, "language", self.language)
-                if self._model is not None:
-                    set_meta(conn, "embedder", self._model)
+                if self._indexing.model is not None:
+                    set_meta(conn, "embedder", self._indexing.model)
             return done
 
         try:
@@ -332,86 +175,33 @@ class SQLiteStore(BaseStore):
             self._reindex = False
         if self._semantic is not None:
             self._semantic.forget()
-            while await self._embed_batch():
-                pass
+            await self._embedding.drain()  # type: ignore[union-attr]
         return done
 
     async def wait_embedded(self) -> None:
         """Wait until every item written so far has its vector (no-op without an embedder)."""
-        if self._semantic is None:
-            return
-        await self._ready()
-        while await self._embed_batch():
-            pass
+        if self._embedding is not None:
+            await self._ready()
+            await self._embedding.drain()
 
     async def aclose(self) -> None:
-        task, self._embedding = self._embedding, None
-        if task is not None:  # the queue is in the file: what is left waits for the next run
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+        if self._embedding is not None:
+            await self._embedding.stop()
         await self._file.aclose()
 
-    # -- the semantic leg's background work ---------------------------------------------------
-
     def _embed_soon(self) -> None:
-        """Start embedding what writes queued, unless a task is at it already."""
-        if self._semantic is not None and (self._embedding is None or self._embedding.done()):
-            self._embedding = asyncio.get_running_loop().create_task(self._embed_queue())
-
-    async def _embed_queue(self) -> None:
-        try:
-            while await self._embed_batch():
-                pass
-        except Exception as exc:  # the queue stays in the file: the next write tries again
-            log.warning("SQLite store %s: embedding queued items failed: %s", self.path, exc)
-
-    async def _embed_batch(self) -> bool:
-        """Embed up to `EMBED_BATCH` queued items; False once the queue is empty."""
-        assert self._semantic is not None
-
-        def queued(conn: sqlite3.Connection) -> list[tuple[int, str]]:
-            return conn.execute(
-                "SELECT i.id, i.value FROM vector_pending p JOIN items i ON i.id = p.item_id"
-                " ORDER BY p.item_id LIMIT ?",
-                (EMBED_BATCH,),
-            ).fetchall()
-
-        rows = await self._file.run(queued)
-        if not rows:
-            return False
-        texts = [indexed_text(json.loads(value)) for _, value in rows]
-        blobs = await self._semantic.embed_documents(texts)
-        changes = VectorChanges()
-
-        def store(conn: sqlite3.Connection) -> None:
-            with self._file.writing(conn):
-                self._indexer.store_vectors(
-                    conn, dict(zip([i for i, _ in rows], blobs, strict=True)), changes
-                )
-
-        await self._file.run(store)
-        self._apply(changes)
-        return True
+        if self._embedding is not None:
+            self._embedding.soon()
 
     def _apply(self, changes: VectorChanges) -> None:
-        """Tell the kept vectors what a committed write changed."""
-        if self._semantic is None:
-            return
-        for scope_id, (before, after) in changes.versions.items():
-            self._semantic.changed(
-                scope_id,
-                before,
-                after,
-                changes.written.get(scope_id, []),
-                changes.removed.get(scope_id, []),
-            )
+        if self._embedding is not None:
+            self._embedding.apply(changes)
 
     # -- writes ---------------------------------------------------------------------------
 
     @staticmethod
     def _scope_id(conn: sqlite3.Connection, scope: Scope, *, create: bool) -> int | None:
-        ids = _scope_ids(scope)
+        ids = scope_ids(scope)
         if create:
             conn.execute(
                 "INSERT OR IGNORE INTO scopes (project_id, agent_id, task_id) VALUES (?, ?, ?)", ids
@@ -458,7 +248,7 @@ class SQLiteStore(BaseStore):
         created_at = await self._file.run(put)
         self._apply(changes)
         self._embed_soon()
-        return MemoryItem(scope, key, value, metadata, _moment(created_at), now, expires_at)  # type: ignore[arg-type]
+        return MemoryItem(scope, key, value, metadata, moment(created_at), now, expires_at)  # type: ignore[arg-type]
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
         """Store many `(scope, key, value, metadata[, ttl_seconds])` entries in one
@@ -504,9 +294,7 @@ class SQLiteStore(BaseStore):
 
     async def _delete(self, scope: Scope, key: str) -> bool:
         def find(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            return conn.execute(
-                f"{_SCOPE_ITEMS} AND i.key = ?", (*_scope_ids(scope), key)
-            ).fetchone()
+            return conn.execute(f"{SCOPE_ITEMS} AND i.key = ?", (*scope_ids(scope), key)).fetchone()
 
         def delete(conn: sqlite3.Connection) -> bool:
             with self._file.writing(conn):
@@ -586,30 +374,32 @@ class SQLiteStore(BaseStore):
     async def _get(self, scope: Scope, key: str) -> MemoryItem | None:
         def get(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             return conn.execute(
-                f"{_SCOPE_ITEMS} AND i.key = ? AND {_LIVE}",
-                (*_scope_ids(scope), key, utcnow().timestamp()),
+                f"{SCOPE_ITEMS} AND i.key = ? AND {LIVE}",
+                (*scope_ids(scope), key, utcnow().timestamp()),
             ).fetchone()
 
         row = await self._file.read(get)
-        return None if row is None else _item(scope, *row)
+        return None if row is None else item_of(scope, *row)
 
     async def get_many(self, scope: Scope, keys: Sequence[str]) -> dict[str, MemoryItem]:
         """The live items of `scope` among `keys`, by key (a key without one is absent): what
         `get` returns key by key, in one read of the key index per `KEY_BATCH` keys."""
         check_scope(scope)
-        wanted = _checked_keys(keys)
+        wanted = checked_keys(keys)
         found: dict[str, MemoryItem] = {}
         for start in range(0, len(wanted), KEY_BATCH):
             batch = wanted[start : start + KEY_BATCH]
 
             def read(conn: sqlite3.Connection, batch: list[str]) -> list[tuple[Any, ...]]:
                 return conn.execute(
-                    f"{_SCOPE_ITEMS} AND i.key IN ({', '.join('?' * len(batch))}) AND {_LIVE}",
-                    (*_scope_ids(scope), *batch, utcnow().timestamp()),
+                    f"{SCOPE_ITEMS} AND i.key IN ({', '.join('?' * len(batch))}) AND {LIVE}",
+                    (*scope_ids(scope), *batch, utcnow().timestamp()),
                 ).fetchall()
 
             # a read per batch, so the event loop runs between them
-            found.update((row[0], _item(scope, *row)) for row in await self._file.read(read, batch))
+            found.update(
+                (row[0], item_of(scope, *row)) for row in await self._file.read(read, batch)
+            )
         return found
 
     async def _list_items(
@@ -624,11 +414,11 @@ class SQLiteStore(BaseStore):
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                f"{_SCOPE_ITEMS}{''.join(c for c, _ in kept)} AND {_LIVE} ORDER BY i.key LIMIT ?",
-                (*_scope_ids(scope), *(v for _, v in kept), utcnow().timestamp(), limit + 1),
+                f"{SCOPE_ITEMS}{''.join(c for c, _ in kept)} AND {LIVE} ORDER BY i.key LIMIT ?",
+                (*scope_ids(scope), *(v for _, v in kept), utcnow().timestamp(), limit + 1),
             ).fetchall()
 
-        return item_page([_item(scope, *row) for row in await self._file.read(read)], limit)
+        return item_page([item_of(scope, *row) for row in await self._file.read(read)], limit)
 
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
@@ -638,8 +428,8 @@ class SQLiteStore(BaseStore):
         terms = [] if listing else self._indexer.analyzer.terms(text)
         vector = None
         if self._semantic is not None and not listing:
-            if self._embedding is None:  # items an earlier process queued: embed them now
-                self._embed_soon()
+            if self._embedding is not None and not self._embedding.started:
+                self._embed_soon()  # items an earlier process queued: embed them now
             vector = await self._semantic.query_vector(text)
         if not listing and not terms and vector is None:
             return []  # nothing but stop words: no item is about any of it
@@ -648,7 +438,7 @@ class SQLiteStore(BaseStore):
             row = conn.execute(
                 "SELECT id, items, terms, vectors FROM scopes"
                 " WHERE project_id = ? AND agent_id = ? AND task_id = ?",
-                _scope_ids(scope),
+                scope_ids(scope),
             ).fetchone()
             if row is None:
                 return []
@@ -660,7 +450,7 @@ class SQLiteStore(BaseStore):
                 # holding the event loop: None sends it there.
                 if filters and items > INLINE_SCAN_ITEMS and self._file.is_reader(conn):
                     return None
-                return self._newest(conn, scope_id, now, top_k, filters)
+                return newest(conn, scope_id, now, top_k, filters)
             depth = top_k if vector is None else max(top_k, FUSION_DEPTH)
             ranked = []
             if terms:
@@ -669,8 +459,9 @@ class SQLiteStore(BaseStore):
                 )
             if vector is None:
                 return [(key, value, meta, bm25_score(s)) for _, key, value, meta, s in ranked]
-            return self._fused(
-                conn, (scope_id, version), ranked, vector, depth, top_k, now, filters
+            semantic = self._semantic
+            return fused(
+                conn, semantic, (scope_id, version), ranked, vector, depth, top_k, now, filters
             )
 
         rows = await self._file.read(find)
@@ -680,60 +471,6 @@ class SQLiteStore(BaseStore):
             QueryHit(key, json.loads(value), score, metadata)
             for key, value, metadata, score in rows
         ]
-
-    def _fused(
-        self,
-        conn: sqlite3.Connection,
-        scope: tuple[int, int],
-        ranked: list[lexical.Ranked],
-        vector: Any,
-        depth: int,
-        top_k: int,
-        now: float,
-        filters: dict[str, JSON] | None,
-    ) -> list[tuple[str, str, dict[str, JSON], float]]:
-        """The lexical ranking fused with the vector one (`semantic.fuse`), both `depth` deep,
-        the best `top_k` kept; vector hits are checked against the filters as lexical ones."""
-        assert self._semantic is not None
-        scope_id, version = scope
-
-        def load() -> tuple[list[int], list[bytes]]:
-            found = conn.execute(
-                "SELECT item_id, vector FROM item_vectors WHERE item_id BETWEEN ? AND ?",
-                id_range(scope_id),
-            ).fetchall()
-            return [item_id for item_id, _ in found], [blob for _, blob in found]
-
-        # twice as deep: some fail the filters or expired
-        near = self._semantic.search(scope_id, version, load, vector, 2 * depth)
-        verdicts = lexical.judge(
-            conn, [item_id for item_id, _ in near], now, lambda m: matches_filters(m, filters)
-        )
-        rows = {item_id: (key, value, meta) for item_id, key, value, meta, _ in ranked}
-        rows.update((item_id, row) for item_id, row in verdicts.items() if row is not None)
-        close = [(item_id, cosine) for item_id, cosine in near if verdicts[item_id]][:depth]
-        fused = fuse([(item_id, score) for item_id, *_, score in ranked], close)[:top_k]
-        return [(*rows[item_id], score) for item_id, score in fused]  # type: ignore[misc]
-
-    @staticmethod
-    def _newest(
-        conn: sqlite3.Connection,
-        scope_id: int,
-        now: float,
-        top_k: int,
-        filters: dict[str, JSON] | None,
-    ) -> list[lexical.Ranked]:
-        """A listing (empty query text): the scope newest first, walking `items_by_recency` and
-        stopping at top_k matches; the index is named because, with the statistics `optimize()`
-        gathers for a large scope, the planner would rather sort the whole scope."""
-        where, params = filter_clause(filters)
-        rows = conn.execute(
-            "SELECT i.key, i.value, i.metadata FROM items i INDEXED BY items_by_recency"
-            f" WHERE i.scope_id = ? AND {_LIVE}{where}"
-            " ORDER BY i.updated_at DESC, i.id DESC LIMIT ?",
-            (scope_id, now, *params, top_k),
-        ).fetchall()
-        return [(key, value, json.loads(metadata), 1.0) for key, value, metadata in rows]
 
     async def _list_scopes(
         self, project_id: str | None, cursor: str | None, limit: int
@@ -745,7 +482,7 @@ class SQLiteStore(BaseStore):
             return conn.execute(
                 "SELECT s.id, s.project_id, s.agent_id, s.task_id FROM scopes s"
                 f" WHERE s.id > ?{project_clause} AND EXISTS (SELECT 1 FROM items i"
-                f" WHERE i.scope_id = s.id AND {_LIVE}) ORDER BY s.id LIMIT ?",
+                f" WHERE i.scope_id = s.id AND {LIVE}) ORDER BY s.id LIMIT ?",
                 (
                     after,
                     *([project_id] if project_id is not None else []),
@@ -763,7 +500,7 @@ class SQLiteStore(BaseStore):
     @staticmethod
     def _count(conn: sqlite3.Connection, scope_id: int) -> int:
         return conn.execute(
-            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ? AND {_LIVE}",
+            f"SELECT count(*) FROM items i WHERE i.id BETWEEN ? AND ? AND {LIVE}",
             (*id_range(scope_id), utcnow().timestamp()),
         ).fetchone()[0]
 
