@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from quality.evaluate import (
     scope_tokens,
     validate,
 )
+from quality.fusions import METHODS, FusionRetriever, Legs
 from quality.hook import evaluate_hook
 from quality.porter import PorterRetriever, analysis_rates
 
@@ -52,6 +54,11 @@ def _local() -> Any:
     return LocalEmbedder()
 
 
+@functools.cache
+def _legs() -> Legs:
+    return Legs(_local())
+
+
 RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "sqlite": SQLiteStoreRetriever,
     "bm25": BM25Retriever,
@@ -61,6 +68,11 @@ RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "sqlite-file-per-scope": lambda: SQLiteStoreRetriever(file_per_scope=True),
     # the other stemmer: SQLite FTS5's built-in porter tokenizer
     "fts5-porter": PorterRetriever,
+    # fusion methods compared on the same two legs (quality/fusions.py)
+    **{
+        f"fusion-{method}": (lambda method=method: FusionRetriever(_legs(), method))
+        for method in METHODS
+    },
 }
 #: The stores the hook is measured on (`--hook`), as `stores:` entries.
 HOOK_STORES = {

@@ -71,13 +71,15 @@ class _Query:
                 " AND (expires_at IS NULL OR expires_at > ?)",
                 (*batch, self.now),
             )
+            weights, average = self.weights, self.average
             for item_id, terms in rows:
                 words = terms.split()
-                length = len(words)
-                self.scores[item_id] = sum(
-                    term_score(weight, tf, length, self.average)
-                    for term, weight in self.weights.items()
-                    if (tf := words.count(term))
+                # the query terms the item holds, found in C (a set against the words): an
+                # item holds two or three of a prompt's dozen, so only those are counted
+                # fsum: exact, so the set's order cannot change a score
+                self.scores[item_id] = math.fsum(
+                    term_score(weights[term], words.count(term), len(words), average)
+                    for term in weights.keys() & words
                 )
 
     def best(self, wanted: int) -> list[tuple[int, float]]:
@@ -171,9 +173,9 @@ def rank(
         if len(query.scores) >= most_scored or most <= query.threshold():
             break
         found = conn.execute(
-            # newest first: a cut at MAX_SCORED keeps the recent
-            "SELECT rowid FROM items_fts WHERE items_fts MATCH ? ORDER BY rowid DESC",
-            (f'"{scope_id}x{term}"',),
+            # newest first: a cut at MAX_SCORED keeps the recent; no more rows than could be new
+            "SELECT rowid FROM items_fts WHERE items_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (f'"{scope_id}x{term}"', most_scored - len(query.scores) + len(query.seen)),
         )
         fresh = [item_id for (item_id,) in found if item_id not in query.seen]
         fresh = fresh[: most_scored - len(query.scores)]
