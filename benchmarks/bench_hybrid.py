@@ -132,14 +132,17 @@ async def hook_latency(folder: Path, rounds: int) -> None:
         for kind in ("lexical", "hybrid")
         for label, top_k in (("top_k 8", 8), ("defaults", None))
     }
-    texts = prompts(rounds + WARM_UP)
+    names = list(configs)
+    # Each configuration its own prompts (drawn alike): stores share one cache of query
+    # vectors per process, so a prompt another configuration embedded would cost no model.
+    drawn = prompts((rounds + WARM_UP) * len(names))
+    texts = {name: drawn[i :: len(names)] for i, name in enumerate(names)}
     samples: dict[str, list[float]] = {name: [] for name in configs}
     injected: dict[str, list[int]] = {name: [] for name in configs}
-    names = list(configs)
-    for n, text in enumerate(texts):
+    for n in range(rounds + WARM_UP):
         task = f"T{n % 50}"
         for name in names[n % len(names) :] + names[: n % len(names)]:  # the order rotates
-            ms, items = await configs[name](text.format(task_id=task), task)
+            ms, items = await configs[name](texts[name][n].format(task_id=task), task)
             if n >= WARM_UP:
                 samples[name].append(ms)
                 injected[name].append(items)
