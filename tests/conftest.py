@@ -23,6 +23,33 @@ pytest.register_assert_rewrite("animus_flows.testing")
 
 
 @pytest.fixture(scope="session")
+def postgres_cluster():
+    """One throwaway PostgreSQL cluster for the session (animus_flows.testing.postgres).
+
+    Without PostgreSQL binaries the tests that use it skip with the reason; under CI=true a
+    missing PostgreSQL fails them instead: CI installs it, so its absence is a broken CI.
+    """
+    from animus_flows.testing.postgres import ClusterUnavailable, TemporaryCluster
+
+    try:
+        cluster = TemporaryCluster().__enter__()
+    except ClusterUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {exc}")
+        pytest.skip(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(postgres_cluster) -> str:
+    """The DSN of a database `animus_test` on the session's cluster."""
+    return postgres_cluster.create_database("animus_test")
+
+
+@pytest.fixture(scope="session")
 def prefect_api() -> str:
     """One temporary Prefect server for the whole session; yields its API URL."""
     from prefect.settings import PREFECT_API_URL
