@@ -35,11 +35,17 @@ QUERY_CACHE = 256
 # its own store, often) ask the same prompt, which is embedded once. Embeddings under way are
 # shared the same way, per event loop.
 _queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
-_pending: dict[tuple[int, str, str], asyncio.Future[Any]] = {}
+_pending: dict[tuple[int, str, str], asyncio.Task[Any]] = {}
 _queries_lock = threading.Lock()
 
 #: A scope's vectors as a store reads them: item ids and their float32 BLOBs.
 Loader = Callable[[], tuple[list[int], list[bytes]]]
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    # An embedding whose askers all gave up: its error is nobody's, and not worth a warning.
+    if not task.cancelled():
+        task.exception()
 
 
 def model_mismatch(where: str, recorded: str, wanted: str) -> ConfigError:
@@ -138,7 +144,11 @@ class SemanticLeg:
     # -- queries --------------------------------------------------------------------------
 
     async def query_vector(self, text: str) -> Any:
-        """The query's vector, embedded once per model and text however many stores ask."""
+        """The query's vector, embedded once per model and text however many stores ask.
+
+        The embedding runs in a task of its own that every asker awaits shielded: one that
+        gives up (its binding's deadline) leaves it running for the others and the cache.
+        """
         key = (self.embedder.model, text)
         loop = asyncio.get_running_loop()
         with _queries_lock:
@@ -147,25 +157,22 @@ class SemanticLeg:
                 _queries.move_to_end(key)
                 return cached
             pending = _pending.get((id(loop), *key))
-            mine = pending is None
-            if mine:
-                pending = _pending[id(loop), *key] = loop.create_future()
-        if not mine:
-            return await asyncio.shield(pending)  # type: ignore[arg-type]
+            if pending is None:
+                pending = loop.create_task(self._embed_query(key, text))
+                pending.add_done_callback(_retrieve)
+                _pending[id(loop), *key] = pending
+        return await asyncio.shield(pending)
+
+    async def _embed_query(self, key: tuple[str, str], text: str) -> Any:
         try:
             (vector,) = await self.embedder.embed([text], purpose="query")
-        except BaseException as exc:
-            pending.set_exception(exc)  # type: ignore[union-attr]
-            pending.exception()  # type: ignore[union-attr]  # retrieved: nobody else may wait
-            raise
         finally:
             with _queries_lock:
-                _pending.pop((id(loop), *key), None)
+                _pending.pop((id(asyncio.get_running_loop()), *key), None)
         with _queries_lock:
             _queries[key] = vector
             if len(_queries) > QUERY_CACHE:
                 _queries.popitem(last=False)
-        pending.set_result(vector)  # type: ignore[union-attr]
         return vector
 
     def search(
