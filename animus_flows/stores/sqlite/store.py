@@ -473,8 +473,8 @@ class SQLiteStore(BaseStore):
             if rows is None:
                 rows = await self._file.run(find)
         except BaseException:
-            if vector is not None:  # other stores may await the same embedding: let it finish
-                vector.add_done_callback(lambda done: done.cancelled() or done.exception())
+            if vector is not None:  # the embedding goes on for the other stores awaiting it
+                vector.cancel()
             raise
         if vector is not None:
             ranked, query_vector = rows, await vector
