@@ -782,6 +782,31 @@ def test_a_prompt_of_common_words_reads_a_bounded_part_of_a_large_scope(tmp_path
     assert len(hits) == 5 and len({hit.score for hit in hits[1:]}) == 1
 
 
+def test_an_old_item_holding_two_rare_words_outranks_many_newer_holding_one(tmp_path):
+    # more items hold each word than one window scores exactly: the estimates (the idf of the
+    # words each candidate was found by) put the item holding both first
+    scope = Scope("p")
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        store.put(scope, "both", "walrus kelp")
+        entries = [(scope, f"w{n}", f"walrus note {n}", None) for n in range(2 * lexical.RESCORED)]
+        entries += [(scope, f"k{n}", f"kelp note {n}", None) for n in range(3 * lexical.RESCORED)]
+        store._run("put_many", entries)
+        hits = store.query(scope, "walrus kelp", top_k=3)
+    assert hits[0].key == "both"
+
+
+def test_filters_reach_past_the_first_window_of_candidates(tmp_path):
+    # every item holds the word; only the three oldest pass the filter, past two windows
+    scope = Scope("p")
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        old = [(scope, f"old{n}", "walrus", {"kind": "kept"}) for n in range(3)]
+        new = [(scope, f"new{n}", "walrus", None) for n in range(2 * lexical.RESCORED + 10)]
+        store._run("put_many", old)
+        store._run("put_many", new)
+        hits = store.query(scope, "walrus", top_k=3, filters={"kind": "kept"})
+    assert sorted(hit.key for hit in hits) == ["old0", "old1", "old2"]
+
+
 def test_optimize_keeps_every_item_findable(tmp_path):
     async def run():
         sqlite = SQLiteStore(tmp_path / "m.db")
