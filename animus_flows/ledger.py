@@ -144,8 +144,8 @@ def require_ledger(store: object, what: str) -> LedgerStore:
     if isinstance(store, LedgerStore):
         return store
     raise InvalidRequest(
-        f"{what} needs a store that keeps a ledger (SQLiteLedgerStore, the PostgreSQL store, or "
-        f"MemoryLayer(backend='durable', ...)); {store!r} keeps none"
+        f"{what} needs a store that keeps a ledger: MemoryLayer(backend='durable', "
+        f"database_url=...), a SQLiteLedgerStore or the PostgreSQL store; {store!r} keeps none"
     )
 
 
