@@ -23,7 +23,14 @@ import itertools
 from datetime import UTC, timedelta
 from typing import Any
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # the test tools are not dependencies of the package
+    raise ModuleNotFoundError(
+        f"the conformance suite needs pytest and pytest-asyncio, and {exc.name} is not "
+        "installed: pip install pytest pytest-asyncio",
+        name=exc.name,
+    ) from exc
 
 from animus_flows.errors import ConflictError, InvalidRequest, InvalidScope
 from animus_flows.ledger import LEDGER_OPS, LedgerEvent, LedgerStore, VersionedItem, conflict
