@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from animus_flows.errors import ConflictError, InvalidRequest, StoreTimeout
+from animus_flows.errors import ConflictError, InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.ledger import LedgerStore
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteLedgerStore, SQLiteStore, SyncStore
@@ -221,3 +221,14 @@ def test_a_busy_file_times_out_instead_of_skipping_the_ledger(tmp_path):
         holder.close()
     with SyncStore(SQLiteLedgerStore(path)) as store:
         assert [e.value for e in store.ledger_events(LEGACY, "k")] == ["v"]
+
+
+def test_a_versioned_write_into_a_file_without_its_ledger_flag_writes_nothing(tmp_path):
+    path = tmp_path / "memory.db"
+    with SyncStore(SQLiteLedgerStore(path)) as store:
+        store.put(LEGACY, "k", "v")
+        with sqlite3.connect(path) as conn:  # the flag removed by hand, behind the store's back
+            conn.execute("DELETE FROM animus_meta WHERE name = 'ledger_since'")
+        with pytest.raises(StoreUnavailable, match="keeps no ledger, so the expected version"):
+            store.put_versioned(LEGACY, "k", "w", expected_version=1)
+        assert store.get(LEGACY, "k").value == "v"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from animus_flows.errors import StoreUnavailable
 from animus_flows.ledger import LedgerEvent, conflict
 from animus_flows.protocol import Scope
 from animus_flows.stores.sqlite.connection import transaction
@@ -101,6 +102,11 @@ def record_puts(
     caller's transaction rolls back, and nothing is written.
     """
     if not keeps_ledger(conn):
+        if expected_version is not None:  # only a SQLiteLedgerStore asks, which turned it on
+            raise StoreUnavailable(
+                "this SQLite store file keeps no ledger, so the expected version cannot be "
+                "checked and nothing was written; open the file with SQLiteLedgerStore"
+            )
         return {}
     latest = _latest(conn, scope, rows)
     if expected_version is not None:
