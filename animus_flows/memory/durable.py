@@ -121,9 +121,10 @@ def postgres_store(url: str, source: str = "database_url") -> MemoryStore:
 def sqlite_path(url: str, source: str = "database_url") -> str:
     """The file a SQLite URL names: `sqlite:///relative/path`, `sqlite:////absolute/path` (as
     SQLAlchemy spells them) or the path itself."""
-    if _scheme(url) is None:
-        return url
-    path = url[len("sqlite://") :]
+    plain = _scheme(url) is None
+    path = url if plain else url[len("sqlite://") :]
+    if plain and path != ":memory:":
+        return path
     if not path.startswith("/") or path in ("/", "/:memory:") or "?" in path:
         raise ConfigError(
             f"{source} {shown_head(url, 80)} names no SQLite file; write sqlite:///relative/path "

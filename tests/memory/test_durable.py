@@ -279,6 +279,12 @@ BAD_CONFIGURATIONS = [
         {},
         "pass either a store or backend=, workspace_id=, not both: a store passed is used as it is",
     ),
+    (
+        {"backend": "durable", "database_url": ":memory:", "workspace_id": "w"},
+        {},
+        "database_url ':memory:' names no SQLite file; write sqlite:///relative/path or "
+        "sqlite:////absolute/path (the store needs a file, shared by every process)",
+    ),
     ({"backend": "", "workspace_id": "w"}, {}, "backend '' must be a non-empty string, or None"),
 ]
 
