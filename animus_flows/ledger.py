@@ -83,9 +83,12 @@ class LedgerStore(Protocol):
     """An optional, in-process extension of a `MemoryStore`: a ledger of every change, and
     writes that check the version they expect (see the module).
 
-    Every change the store makes (`put`, `put_many`, `delete`, `delete_scope`, and
-    `put_versioned`) is recorded in the transaction that makes it. An item that expires ends
-    its state at its expiry (its event's `valid_to`); a write after that is a `create`.
+    Every change the store makes (`put`, `put_many`, `delete`, `delete_scope` (a `delete`
+    per live item), and `put_versioned`) is recorded in the transaction that makes it, and
+    the history of a key outlives its scope's deletion. An item that expires ends its state at
+    its expiry (its event's `valid_to`; purging it records nothing); a write after that is a
+    `create`. A key's `recorded_at` never goes back, whatever the clocks do.
+    `animus_flows.testing.ledger.LedgerConformance` checks all of it.
 
     - `get_versioned` returns the live item under `key` with its version, or None.
     - `put_versioned` writes like `put` and returns the item with its new version. With
@@ -95,6 +98,9 @@ class LedgerStore(Protocol):
       whatever the version.
     - `ledger_events` returns every event of the key, oldest first (`[]` for a key never
       written), deleted keys included.
+
+    Arguments are checked as `put` and `get` check them (`check_expected_version` for
+    `expected_version`).
     """
 
     async def get_versioned(self, scope: Scope, key: str) -> VersionedItem | None: ...
