@@ -5,8 +5,8 @@
 Two files side by side in one process: a plain `SQLiteStore` and a `SQLiteLedgerStore`,
 written call by call in turn (so the machine's noise falls on both):
   - single puts that overwrite 200 keys (the ledger records an update and closes the previous
-    state each time);
-  - `put_versioned` with the expected version (the compare-and-set the durable layer uses);
+    state each time), and `put_versioned` with the expected version (the compare-and-set the
+    durable layer uses), each call first in turn;
   - `put_many` of `--batch` new 30-word items in one transaction, `--rounds` rounds each;
   - `ledger_events` of a key with 100 events;
 and the size of each file at the end.
@@ -58,17 +58,25 @@ async def main(puts: int, batch: int, rounds: int) -> None:
             await store.put(SCOPE, f"k{n}", text(rng))
     timings: dict[str, list[float]] = {"plain put": [], "ledger put": [], "put_versioned": []}
     versions = {f"k{n}": 1 for n in range(KEYS)}
+
+    async def plain_put(key: str, value: str) -> None:
+        await plain.put(SCOPE, key, value)
+
+    async def ledger_put(key: str, value: str) -> None:
+        await ledgered.put(SCOPE, key, value)
+        versions[key] += 1
+
+    async def put_versioned(key: str, value: str) -> None:
+        written = await ledgered.put_versioned(SCOPE, key, value, expected_version=versions[key])
+        versions[key] = written.version
+
+    calls = [("plain put", plain_put), ("ledger put", ledger_put), ("put_versioned", put_versioned)]
     for n in range(puts):
         key, value = f"k{n % KEYS}", text(rng)
-        for name, store in (("plain put", plain), ("ledger put", ledgered)):
+        for name, call in calls[n % 3 :] + calls[: n % 3]:  # each goes first in turn
             started = time.perf_counter()
-            await store.put(SCOPE, key, value)
+            await call(key, value)
             timings[name].append(time.perf_counter() - started)
-        versions[key] += 1
-        started = time.perf_counter()
-        written = await ledgered.put_versioned(SCOPE, key, value, expected_version=versions[key])
-        timings["put_versioned"].append(time.perf_counter() - started)
-        versions[key] = written.version
     rates: dict[str, list[float]] = {"plain put_many": [], "ledger put_many": []}
     for round_ in range(rounds):
         entries = [(SCOPE, f"r{round_}-{n}", text(rng), None) for n in range(batch)]
