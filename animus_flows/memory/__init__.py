@@ -11,6 +11,7 @@ Example:
     ```
 """
 
+from animus_flows.memory.durable import LedgerRecord
 from animus_flows.memory.layer import AsyncMemoryLayer, MemoryLayer
 from animus_flows.memory.load_request import AGENT_SECTOR_PREFERENCES
 from animus_flows.memory.load_result import LoadedMemory, LoadMetadata, LoadMetrics, LoadResult
@@ -23,6 +24,7 @@ __all__ = [
     "AsyncMemoryLayer",
     "AsyncMemoryLoader",
     "Entity",
+    "LedgerRecord",
     "LoadMetadata",
     "LoadMetrics",
     "LoadResult",

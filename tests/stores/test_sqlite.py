@@ -580,8 +580,8 @@ def test_a_version_3_file_is_indexed_again_as_it_opens(tmp_path, caplog):
         }  # fmt: skip
         store.put(Scope("p"), "k1", "replaced")  # the rebuilt index forgets the old body
         assert {hit.key for hit in store.query(Scope("p"), "explore")} == {"k0", "k2"}
-    assert "3 items indexed again (schema 4, language english)" in caplog.text
-    assert _version_and_indexes(path)[0] == str(SCHEMA_VERSION) == "4"
+    assert "3 items indexed again (schema 5, language english)" in caplog.text
+    assert _version_and_indexes(path)[0] == str(SCHEMA_VERSION) == "5"
     assert _index_state(path) == _recomputed(path)
 
 
