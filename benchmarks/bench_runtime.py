@@ -229,6 +229,7 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
     from animus_flows.runtime.engine import RunState, compile_workflow, finish_run
     from animus_flows.runtime.flows import prefect_sinks, run_phase_task
     from animus_flows.runtime.sinks import Outbox
+    from animus_flows.stores.registry import PluginRegistry
 
     compiled = compile_workflow(load_workflow(workflow_path), "w")
     times: dict[str, list[float]] = {
@@ -252,10 +253,9 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
 
     @flow(name="side-by-side", persist_result=False)
     async def side_by_side() -> None:
-        outbox = Outbox()
-        audited = RunState.start(
-            compiled, "T0", None, prefect_sinks(get_run_logger(), None, "w", outbox), outbox
-        )
+        outbox, plugins = Outbox(), PluginRegistry(compiled.workflow)
+        sinks = prefect_sinks(get_run_logger(), None, "w", outbox, plugins)
+        audited = RunState.start(compiled, "T0", None, sinks, outbox, plugins=plugins)
         # the same phases with no logs, events or artifacts: our own orchestration alone
         quiet = RunState.start(compiled, "T0", None, [], None)
         for slot, phase in enumerate(compiled.phases):

@@ -7,9 +7,11 @@ their exceptions).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
+import string
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,21 +20,24 @@ from typing import Any
 
 from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
 from animus_flows.config.models import CommandRunner, PhaseConfig, PythonRunner, WorkflowFile
-from animus_flows.errors import ConfigError
+from animus_flows.errors import AnimusError, ConfigError
 from animus_flows.hooks import BUILTIN_HOOKS
 from animus_flows.hooks.context import PhaseContext
 from animus_flows.hooks.contract import MemoryContext, RuntimeContract
 from animus_flows.hooks.memory_bindings import PACK_STATE_KEY
-from animus_flows.redaction import get_logger
+from animus_flows.redaction import get_logger, redact
 from animus_flows.retrieval.audit import (
     AuditSink,
     AuditTrail,
     JsonlSink,
+    degraded_message,
+    degraded_ops,
     unwritable_audit_path,
     unwritable_reason,
 )
 from animus_flows.runtime.artifacts import (
     artifact_key,
+    budget_left,
     budget_markdown,
     context_markdown,
     ops_table,
@@ -200,6 +205,7 @@ class RunState:
         sinks: list[AuditSink],
         outbox: Outbox | None,
         log: logging.Logger | logging.LoggerAdapter[Any] = logger,
+        plugins: PluginRegistry | None = None,
     ) -> RunState:
         workflow = compiled.workflow
         if workflow.audit.path:
@@ -211,7 +217,7 @@ class RunState:
             budget=TokenBudget(workflow.budget.flow_tokens, workflow.budget.phase_tokens),
             counter=shared_counter(workflow.budget.encoding),
             audit=AuditTrail(sinks),
-            plugins=PluginRegistry(workflow),
+            plugins=plugins or PluginRegistry(workflow),
             outbox=outbox,
             log=log,
         )
@@ -231,11 +237,58 @@ class RunState:
                 "used": self.budget.used(),
                 "remaining": self.budget.flow_remaining(),
             },
+            "degraded": degraded_ops(self.audit.events()),
         }
+
+    def degraded_message(self) -> str | None:
+        """`2 memory operations degraded: ...`, or None when nothing degraded."""
+        return degraded_message(self.audit.events())
 
 
 def render_prompt(template: str, fields: dict[str, str]) -> str:
     return template.format(**fields)
+
+
+def template_fields(workflow: WorkflowFile, phase: PhaseConfig, task_id: str | None) -> dict:
+    """The fields a prompt or key template may use; a missing task id renders empty."""
+    return {
+        "project_id": workflow.project_id,
+        "agent_id": phase.agent,
+        "task_id": task_id or "",
+        "phase_id": phase.id,
+    }
+
+
+def _uses_task_id(template: str) -> bool:
+    return any(field == "task_id" for _, field, _, _ in string.Formatter().parse(template))
+
+
+def missing_task_id_warning(compiled: CompiledWorkflow, task_id: str | None) -> str | None:
+    """The one warning for a run without a task id whose templates use `{task_id}`: it names
+    every prompt and binding key that renders it empty."""
+    if task_id:
+        return None
+    workflow, uses = compiled.workflow, []
+    for phase in compiled.phases:
+        if _uses_task_id(phase.prompt):
+            uses.append(f"the prompt of phase {phase.id!r}")
+        bindings = [
+            *workflow.agents[phase.agent].memory_bindings,
+            *workflow.workflows[compiled.name].memory_bindings,
+        ]
+        for binding in bindings:
+            if (
+                binding.query_strategy == "key"
+                and binding.applies_to(phase.id)
+                and _uses_task_id(binding.key or "")
+            ):
+                uses.append(f"the key of binding {binding.binding!r} in phase {phase.id!r}")
+    if not uses:
+        return None
+    return (
+        f"no task id: {{task_id}} renders empty in {', '.join(dict.fromkeys(uses))}; "
+        "pass --task-id ID (or the flow's task_id parameter)"
+    )
 
 
 def charge_prompt(state: RunState, phase_id: str, tokens: int, note: str = "") -> None:
@@ -266,15 +319,13 @@ async def _call_hook(stage: str, name: str, hook: Hook, ctx: PhaseContext) -> No
 
 
 async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
-    """One phase: contract, pre-phase hooks, runner, post-phase hooks, audit artifacts."""
+    """One phase: contract, pre-phase hooks, runner, post-phase hooks, audit artifacts.
+
+    The phase's artifacts are queued whatever happens, a failure included: a failed phase's
+    audit is the one a person needs most.
+    """
     started = time.perf_counter()
     compiled, workflow = state.compiled, state.compiled.workflow
-    fields = {
-        "project_id": workflow.project_id,
-        "agent_id": phase.agent,
-        "task_id": state.task_id or "",
-        "phase_id": phase.id,
-    }
     contract = RuntimeContract(
         project_id=workflow.project_id,
         workflow=compiled.name,
@@ -282,10 +333,8 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         agent_id=phase.agent,
         task_id=state.task_id,
         flow_run_id=state.flow_run_id,
-        prompt=render_prompt(phase.prompt, fields),
+        prompt=render_prompt(phase.prompt, template_fields(workflow, phase, state.task_id)),
     )
-    charge_prompt(state, phase.id, state.counter.count(contract.prompt))
-    contract.budget = state.budget.snapshot(phase.id)
     ctx = PhaseContext(
         workflow,
         compiled.name,
@@ -297,6 +346,29 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         state.audit,
         state.plugins,
     )
+    failure: str | None = None
+    try:
+        await _run_phase(state, ctx)
+    except BaseException as exc:
+        failure = failure_text(exc)
+        raise
+    finally:
+        queue_phase_artifacts(state, ctx, failure)
+    result = PhaseResult(
+        phase.id,
+        phase.agent,
+        ctx.output,
+        contract.memory_context,
+        round((time.perf_counter() - started) * 1000, 3),
+    )
+    state.results.append(result)
+    return result
+
+
+async def _run_phase(state: RunState, ctx: PhaseContext) -> None:
+    compiled, contract, phase = state.compiled, ctx.contract, ctx.phase
+    charge_prompt(state, phase.id, state.counter.count(contract.prompt))
+    contract.budget = state.budget.snapshot(phase.id)
     counted = contract.prompt
     for name, hook in compiled.pre_hooks:
         await _call_hook("pre_phase", name, hook, ctx)
@@ -308,42 +380,54 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
     runner = compiled.runners[phase.agent]
     async with state.sending():
         if isinstance(runner, CommandRunner):
-            ctx.output = await run_command_runner(runner, contract, workflow.base_dir)
+            ctx.output = await run_command_runner(runner, contract, ctx.workflow.base_dir)
         else:
             ctx.output = await call_python_runner(
                 runner.target, runner.path, contract, timeout_s=runner.timeout_s
             )
     for name, hook in compiled.post_hooks:
         await _call_hook("post_phase", name, hook, ctx)
-    result = PhaseResult(
-        phase.id,
-        phase.agent,
-        ctx.output,
-        contract.memory_context,
-        round((time.perf_counter() - started) * 1000, 3),
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a failed phase's artifacts say about why it failed: one line, secrets redacted
+    (a phase failure's message already names the hook or runner)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return "the phase was cancelled"
+    text = str(exc) if isinstance(exc, AnimusError) else f"{type(exc).__name__}: {exc}"
+    return redact(" ".join(text.split())).text
+
+
+def queue_phase_artifacts(state: RunState, ctx: PhaseContext, failure: str | None) -> None:
+    """Queue a phase's `memory-ops` and `memory-context` artifacts (in the phase's task run).
+
+    They are rendered when sent, off the phase's path: nothing they show changes once the
+    phase is over, except the budget, whose figures are taken now.
+    """
+    if state.outbox is None:
+        return
+    phase_id = ctx.phase.id
+    events = state.audit.events(phase_id)
+    context, pack = ctx.contract.memory_context, ctx.state.get(PACK_STATE_KEY)
+    left = budget_left(state.budget, phase_id, ctx.bindings)
+    queue_table_artifact(
+        state.outbox,
+        artifact_key("memory-ops", phase_id),
+        lambda: ops_table(events),
+        f"Memory operations of phase {phase_id}" + (" (failed)" if failure else ""),
     )
-    state.results.append(result)
-    if state.outbox is not None:
-        # rendered when sent: nothing they show changes once the phase is over
-        events = state.audit.events(phase.id)
-        context, pack = contract.memory_context, ctx.state.get(PACK_STATE_KEY)
-        queue_table_artifact(
-            state.outbox,
-            artifact_key("memory-ops", phase.id),
-            lambda: ops_table(events),
-            f"Memory operations of phase {phase.id}",
-        )
-        queue_markdown_artifact(
-            state.outbox,
-            artifact_key("memory-context", phase.id),
-            lambda: context_markdown(phase.id, context, pack),
-            f"What phase {phase.id} received from memory",
-        )
-    return result
+    queue_markdown_artifact(
+        state.outbox,
+        artifact_key("memory-context", phase_id),
+        lambda: context_markdown(phase_id, context, pack, left, events, failure),
+        f"What phase {phase_id} received from memory" + (" (failed)" if failure else ""),
+    )
 
 
 def finish_run(state: RunState) -> None:
-    """Queue the flow run's budget ledger artifact."""
+    """Log how the run degraded, if it did, and queue its budget ledger artifact."""
+    if message := state.degraded_message():
+        state.log.warning("%s", message)
     if state.outbox is not None:
         queue_markdown_artifact(
             state.outbox,

@@ -2,6 +2,8 @@
 
 import asyncio
 import json
+import logging
+import re
 import sys
 import textwrap
 from datetime import datetime
@@ -22,7 +24,9 @@ from animus_flows import run_workflow, workflow_flow
 from animus_flows.budget import shared_counter
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import Scope
+from animus_flows.retrieval.audit import MemoryOpEvent
 from animus_flows.runtime.invoke import PhaseFailed
+from animus_flows.runtime.sinks import RunLogSink
 from animus_flows.stores import SQLiteStore
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -83,7 +87,11 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
     research = workflow_flow(workflow, "research")
     assert research.name == "research"
     summary = await research(task_id="RES-001")
-    assert set(summary) == {"flow_run_id", "workflow", "phases", "budget"}
+    assert set(summary) == {"flow_run_id", "workflow", "phases", "budget", "degraded"}
+    assert [(d["phase"], d["op"], d["binding"], d["status"]) for d in summary["degraded"]] == [
+        ("research", "query", "wiki", "unmatched"),
+        ("plan", "query", "wiki", "unmatched"),
+    ]
     assert summary["workflow"] == "research"
     assert [p["id"] for p in summary["phases"]] == ["research", "plan"]
     first = summary["phases"][0]
@@ -104,6 +112,8 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
         )
     assert run.parameters == {"task_id": "RES-001"}
+    assert (run.state.type.value, run.state.name) == ("COMPLETED", "Degraded")
+    assert run.state.message == "2 memory operations degraded: 2 unmatched (wiki)"
     assert sorted(t.name for t in tasks) == ["plan", "research"]
     assert all(t.state.is_completed() for t in tasks)
 
@@ -147,9 +157,9 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
     }
 
 
-async def test_memory_op_log_lines_carry_the_time_of_the_op_not_of_the_send(workflow):
-    # the audit is sent after the phases (the outbox), but the UI orders logs by their time:
-    # each line must sit inside its phase, before the phase's task run finished
+async def test_memory_op_log_lines_are_sentences_in_their_phases_task_run(workflow):
+    # the audit is sent after the phases (the outbox), but each line belongs to its phase's
+    # task run and carries the time of its op: the UI orders logs by their time
     summary = await workflow_flow(workflow, "research")(task_id="RES-LOG")
     await APILogHandler.aflush()
     async with get_client() as client:
@@ -162,14 +172,43 @@ async def test_memory_op_log_lines_carry_the_time_of_the_op_not_of_the_send(work
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[summary["flow_run_id"]]))
             )
         }
-    ended = {run.name: run.end_time for run in task_runs.values()}
-    ops = [log for log in logs if log.message.startswith("memory_op ")]
+    occurred = {
+        (event["phase_id"], event["binding"]): datetime.fromisoformat(event["occurred"])
+        for line in (workflow.base_dir / "audit.jsonl").read_text().splitlines()
+        if (event := json.loads(line))["flow_run_id"] == summary["flow_run_id"]
+    }
+    ops = [log for log in logs if log.task_run_id is not None and " on " in log.message]
     assert len(ops) == 8
     for log in ops:
-        event = json.loads(log.message.removeprefix("memory_op "))
-        assert log.timestamp == datetime.fromisoformat(event["occurred"])
-        assert log.timestamp <= ended[event["phase_id"]]
-        assert log.flow_run_id is not None and str(log.flow_run_id) == summary["flow_run_id"]
+        task_run = task_runs[log.task_run_id]
+        binding = log.message.split()[1]
+        assert log.timestamp == occurred[(task_run.name, binding)]
+        assert log.timestamp <= task_run.end_time
+        assert str(log.flow_run_id) == summary["flow_run_id"]
+    research = sorted(log.message for log in ops if task_runs[log.task_run_id].name == "research")
+    assert research[0].startswith("put journal on local: stored phase-output/research/research/")
+    assert re.fullmatch(
+        r"query market on local: 1 hit, \d+ tokens injected, \d+\.\d ms", research[1]
+    )
+    assert research[3] == (
+        "query wiki on nowhere: no store or saved memory-store block named 'nowhere'; "
+        "the binding did nothing"
+    )
+    (warning,) = [log for log in ops if log.message.startswith("query wiki") and
+                  task_runs[log.task_run_id].name == "research"]  # fmt: skip
+    assert warning.level == logging.WARNING
+    flow_lines = [log.message for log in logs if log.task_run_id is None]
+    assert "2 memory operations degraded: 2 unmatched (wiki)" in flow_lines
+    assert not any(message.startswith("memory_op") for message in flow_lines)
+
+
+def test_a_memory_op_log_record_carries_the_structured_fields_as_extras(caplog):
+    event = MemoryOpEvent("query", "local", "market", None, latency_ms=2.5, status="timeout")
+    caplog.set_level(logging.INFO, "animus.test")
+    RunLogSink(logging.getLogger("animus.test")).record(event)  # outside a run: this logger
+    (record,) = caplog.records
+    assert record.getMessage() == event.sentence and record.levelno == logging.WARNING
+    assert record.memory_op == event.to_json()
 
 
 async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
@@ -190,9 +229,35 @@ async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
             break
         await asyncio.sleep(0.5)
     assert {e.resource.id for e in found} >= {"animus.binding.market", "animus.binding.wiki"}
-    event = next(e for e in found if e.resource.id == "animus.binding.market")
+    event = next(
+        e
+        for e in found
+        if e.resource.id == "animus.binding.market" and e.resource["animus.phase"] == "research"
+    )
     assert event.payload["op"] == "query" and event.payload["status"] == "ok"
     assert {"plugin_id", "scope", "tokens_deducted", "latency_ms"} <= set(event.payload)
+    # the feed reads without opening the event: a name, the op, status, phase and latency
+    assert event.resource.name == "query market"
+    assert {k: event.resource[k] for k in ("animus.op", "animus.status", "animus.phase")} == {
+        "animus.op": "query",
+        "animus.status": "ok",
+        "animus.phase": "research",
+    }
+    assert float(event.resource["animus.latency-ms"]) == round(event.payload["latency_ms"], 1)
+    async with get_client() as client:
+        task_runs = {
+            str(run.id): run.name
+            for run in await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            )
+        }
+    roles = {r.role: r.id for r in event.related}
+    assert roles["flow-run"] == f"prefect.flow-run.{flow_run_id}"
+    assert task_runs[roles["task-run"].removeprefix("prefect.task-run.")] == "research"
+    assert roles["memory-store"] == "animus.plugin.local"
+    assert "block" not in roles  # a file's store has no block document
+    wiki = next(e for e in found if e.resource.id == "animus.binding.wiki")
+    assert (wiki.resource.name, wiki.resource["animus.status"]) == ("query wiki", "unmatched")
 
 
 async def test_the_generic_deployable_flow_runs_any_workflow(workflow):
@@ -290,8 +355,43 @@ async def test_a_failed_run_still_sends_the_audit_of_what_ran(tmp_path, workflow
     state = await workflow_flow(wf, "research")(task_id="T", return_state=True)
     assert state.is_failed()
     artifacts = await read_artifacts(state.state_details.flow_run_id)
-    assert {"memory-ops-research", "memory-context-research"} <= set(artifacts)
-    assert "memory-ops-plan" not in artifacts  # the failed phase queued none
+    # the failed phase's audit is the one a person needs most: it is there, and says why
+    assert {
+        "memory-ops-research",
+        "memory-context-research",
+        "memory-ops-plan",
+        "memory-context-plan",
+        "token-budget-research",
+    } <= set(artifacts)
+    context = artifacts["memory-context-plan"].data
+    assert context.splitlines()[2] == (
+        "**The phase failed:** runner 'agent.py:run' failed in phase 'plan': "
+        "RuntimeError: model down"
+    )
+    assert "[market/fx]" in context  # what the runner was given before it failed
+    assert artifacts["memory-context-plan"].description.endswith("(failed)")
+    rows = artifacts["memory-ops-plan"].data
+    rows = json.loads(rows) if isinstance(rows, str) else rows
+    assert {row["binding"] for row in rows} == {"market", "playbook", "wiki"}  # no write-back
+
+
+async def test_a_phase_whose_hook_fails_still_writes_its_artifacts(workflow, tmp_path):
+    (tmp_path / "guards.py").write_text("def refuse(ctx):\n    raise ValueError('no EUR today')\n")
+    wf = _with(
+        tmp_path,
+        "    phases:\n",
+        "    hooks: {pre_phase: ['guards.py:refuse', memory_bindings]}\n    phases:\n",
+    )
+    state = await workflow_flow(wf, "research")(task_id="T", return_state=True)
+    assert state.is_failed()
+    artifacts = await read_artifacts(state.state_details.flow_run_id)
+    assert {"memory-ops-research", "memory-context-research", "token-budget-research"} <= set(
+        artifacts
+    )
+    context = artifacts["memory-context-research"].data
+    assert r"**The phase failed:** pre\_phase hook 'guards.py:refuse' failed in phase" in context
+    assert "Nothing was injected." in context
+    assert "| research | prompt |" in artifacts["token-budget-research"].data
 
 
 async def test_a_command_runner_gets_the_contract_and_returns_stdout(tmp_path, workflow):
