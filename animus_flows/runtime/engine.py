@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
+from animus_flows.config.loader import located
 from animus_flows.config.models import CommandRunner, PhaseConfig, PythonRunner, WorkflowFile
 from animus_flows.errors import AnimusError, ConfigError
 from animus_flows.hooks import BUILTIN_HOOKS
@@ -113,46 +114,67 @@ def pick_workflow(workflow: WorkflowFile, name: str | None) -> str:
 
 
 def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> CompiledWorkflow:
-    """Check and import everything a run needs; raises ConfigError naming what is wrong."""
+    """Check and import everything a run needs.
+
+    Raises:
+        ConfigError: one line per hook or runner that cannot be imported or called, each
+            located in the file (`FILE:LINE:COL: key.path: ...`) with a did-you-mean.
+    """
     name = pick_workflow(workflow, name)
     hooks = workflow.workflows[name].hooks
     if workflow.audit.path:
         audit_path = workflow.resolve_path(workflow.audit.path)
         if reason := unwritable_reason(audit_path):
             raise unwritable_audit_path(audit_path, reason)
+    problems: list[str] = []
+
+    def imported(loc: tuple[str | int, ...], path: str, argument: str) -> Any:
+        where = located(workflow, loc) + ":"
+        try:
+            target = import_callable(path, workflow.base_dir, what=where)
+            check_takes_one_argument(target, f"{where} {path!r}", argument)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            return None
+        return target
 
     def load(stage: str, names: list[str]) -> list[tuple[str, Hook]]:
         loaded = []
-        for hook in names:
+        for index, hook in enumerate(names):
             if hook in BUILTIN_HOOKS:
                 loaded.append((hook, BUILTIN_HOOKS[hook]))
-                continue
-            target = import_callable(hook, workflow.base_dir, what=f"{stage} hook")
-            check_takes_one_argument(target, f"{stage} hook {hook!r}", "ctx")
-            loaded.append((hook, target))
+            elif target := imported(("workflows", name, "hooks", stage, index), hook, "ctx"):
+                loaded.append((hook, target))
         return loaded
 
     runners: dict[str, LoadedRunner | CommandRunner] = {}
-    for phase in workflow.workflows[name].phases:
-        spec = workflow.agents[phase.agent].runner
-        if phase.agent not in runners:
-            if isinstance(spec, CommandRunner):
-                runners[phase.agent] = spec
-                continue
-            path, timeout_s = (
-                (spec.python, spec.timeout_s) if isinstance(spec, PythonRunner) else (spec, None)
-            )
-            what = f"runner of agent {phase.agent!r}"
-            target = import_callable(path, workflow.base_dir, what=what)
-            check_takes_one_argument(target, f"{what} {path!r}", "contract")
-            runners[phase.agent] = LoadedRunner(target, path, timeout_s)
-    return CompiledWorkflow(
-        workflow,
-        name,
-        load("pre_phase", hooks.pre_phase),
-        load("post_phase", hooks.post_phase),
-        runners,
-    )
+    for agent in dict.fromkeys(phase.agent for phase in workflow.workflows[name].phases):
+        spec = workflow.agents[agent].runner
+        if isinstance(spec, CommandRunner):
+            runners[agent] = spec
+            continue
+        loc: tuple[str | int, ...] = ("agents", agent, "runner")
+        path, timeout_s = spec, None
+        if isinstance(spec, PythonRunner):
+            path, timeout_s, loc = spec.python, spec.timeout_s, (*loc, "python")
+        if target := imported(loc, path, "contract"):
+            runners[agent] = LoadedRunner(target, path, timeout_s)
+    pre_hooks, post_hooks = load("pre_phase", hooks.pre_phase), load("post_phase", hooks.post_phase)
+    if problems:
+        raise ConfigError("\n".join(dict.fromkeys(problems)))
+    return CompiledWorkflow(workflow, name, pre_hooks, post_hooks, runners)
+
+
+def import_problems(workflow: WorkflowFile) -> list[str]:
+    """Every hook and runner of every workflow that cannot be imported or called, one located
+    line each (what `animus preflight` reports); empty when all import."""
+    problems: list[str] = []
+    for name in workflow.workflows:
+        try:
+            compile_workflow(workflow, name)
+        except ConfigError as exc:
+            problems += str(exc).splitlines()
+    return list(dict.fromkeys(problems))
 
 
 @dataclass

@@ -68,9 +68,18 @@ async def load_block_document(slug_and_name: str) -> tuple[MemoryStore, str | No
     return get_store(), None if document_id is None else str(document_id)
 
 
-def prefect_server_configured() -> bool:
-    """Whether PREFECT_API_URL names a server (flows run against one anyway)."""
-    return bool(os.environ.get("PREFECT_API_URL"))
+def prefect_server_configured(*, read_settings: bool = False) -> bool:
+    """Whether a Prefect server (or Prefect Cloud) is configured: PREFECT_API_URL in the
+    environment or, with `read_settings`, anywhere Prefect reads it (its profile, `.env`,
+    `prefect.toml`); that imports Prefect, a second or so, which commands on a file's own
+    stores need not pay."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    if not read_settings:
+        return False
+    from prefect.settings import get_current_settings
+
+    return bool(get_current_settings().api.url)
 
 
 def blocks_wanted(workflow: WorkflowFile, plugin_id: str | None) -> bool:

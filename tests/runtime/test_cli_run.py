@@ -73,6 +73,19 @@ def test_run_json_prints_exactly_the_summary(project):
     assert summary["phases"][0]["memory_context"]["items"][0]["key"] == "fx"
     assert summary["budget"]["flow_tokens"] == 2000
     assert "plugin 'nowhere' is not under `stores`;" in result.stderr
+    # the unmatched binding degraded the run: the same line as the flow run's state message
+    assert result.stderr.splitlines()[-1] == "1 memory operation degraded: 1 unmatched (wiki)"
+    assert summary["degraded"] == [
+        {
+            "phase": "research",
+            "op": "query",
+            "binding": "wiki",
+            "plugin": "nowhere",
+            "status": "unmatched",
+            "detail": "no store or saved memory-store block named 'nowhere'",
+        }
+    ]
+    assert "no task id" not in result.stderr
 
 
 def test_run_text_shows_what_each_phase_received(project):
@@ -115,8 +128,37 @@ def test_run_as_a_real_subprocess_keeps_stdout_clean(project, prefect_api):
     (project / "bad.py").write_text("def run(contract):\n    raise RuntimeError('boom')\n")
     out = animus_process(project, prefect_api, "run", "fail.yaml")
     assert out.returncode == 1
-    assert "error: runner 'bad.py:run' failed in phase 'research': RuntimeError: boom" in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+    # what failed, then which flow run and where to read it
+    failed, where = out.stderr.splitlines()[-2:]
+    assert failed == "error: runner 'bad.py:run' failed in phase 'research': RuntimeError: boom"
+    flow_run_id = where.split()[3]
+    ui = prefect_api.removesuffix("/api")
+    assert where == (
+        f"error: flow run {flow_run_id} ended Failed: see its logs, task runs and artifacts at "
+        f"{ui}/runs/flow-run/{flow_run_id}"
+    )
+    # no --task-id: the prompt's {task_id} rendered empty, said once
+    warnings = [line for line in out.stderr.splitlines() if "no task id" in line]
+    assert warnings == [
+        "warning: no task id: {task_id} renders empty in the prompt of phase 'research'; "
+        "pass --task-id ID (or the flow's task_id parameter)"
+    ]
+
+
+def test_without_a_server_a_failed_run_says_how_to_read_it_locally(monkeypatch):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from animus_flows.cli.support import where_to_look
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        where = where_to_look("f00d", "Failed")
+    assert where == (
+        "flow run f00d ended Failed: `prefect flow-run logs f00d` prints its logs; for its task "
+        "runs and artifacts, start `prefect server start` and open "
+        "http://127.0.0.1:4200/runs/flow-run/f00d"
+    )
 
 
 def test_a_hung_sync_runner_past_its_deadline_does_not_hold_the_process_open(project, prefect_api):
@@ -129,7 +171,7 @@ def test_a_hung_sync_runner_past_its_deadline_does_not_hold_the_process_open(pro
     # without the fix the interpreter waits 600 s for the runner's thread (the call's timeout)
     out = animus_process(project, prefect_api, "run", "hung.yaml")
     assert out.returncode == 1, out.stderr
-    assert out.stderr.strip().splitlines()[-1] == (
+    assert out.stderr.strip().splitlines()[-2] == (
         "error: runner 'hung.py:run' did not finish within timeout_s 0.5 in phase 'research'; "
         "its thread was abandoned (a thread cannot be stopped)"
     )

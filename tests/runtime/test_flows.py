@@ -435,35 +435,51 @@ async def test_command_runner_failures_fail_the_phase(tmp_path, workflow, body, 
         await workflow_flow(wf, "research")(task_id="T")
 
 
+RUNNER_AT = r"variant\.yaml:10:13: agents\.analyst\.runner: "
+
+
 @pytest.mark.parametrize(
     "old,new,message",
     [
         (
             "  analyst:\n",
             "  analyst:\n    runner: no_such_module:run\n",
-            "runner of agent 'analyst' 'no_such_module:run': cannot import 'no_such_module'",
+            RUNNER_AT + "'no_such_module:run': cannot import 'no_such_module'",
+        ),
+        (
+            "  analyst:\n",
+            "  analyst:\n    runner: animus_flows.runners:ecko\n",
+            RUNNER_AT + "'animus_flows.runners:ecko': 'animus_flows.runners' has no callable "
+            "'ecko'; did you mean 'echo'\\?",
+        ),
+        (
+            "  analyst:\n",
+            "  analyst:\n    runner: animus_flows.runnres:echo\n",
+            RUNNER_AT + "'animus_flows.runnres:echo': cannot import 'animus_flows.runnres' .*; "
+            "did you mean 'animus_flows.runners'\\?",
         ),
         (
             "  analyst:\n",
             "  analyst:\n    runner: missing.py:run\n",
-            "runner of agent 'analyst' 'missing.py:run': no file",
+            RUNNER_AT + "'missing.py:run': no file",
         ),
         (
             "    phases:\n",
             "    hooks: {pre_phase: ['os:rename']}\n    phases:\n",
-            "pre_phase hook 'os:rename' cannot be called with one argument",
+            r"variant\.yaml:18:25: workflows\.research\.hooks\.pre_phase\[0\]: 'os:rename' "
+            "cannot be called with one argument",
         ),
         (
             "  analyst:\n",
             "  analyst:\n    runner: os:getcwd\n",
-            "runner of agent 'analyst' 'os:getcwd' cannot be called with one argument .*"
+            RUNNER_AT + "'os:getcwd' cannot be called with one argument .*"
             "define it as `def getcwd\\(contract\\): ...`",
         ),
         (
             "    phases:\n",
             "    hooks: {post_phase: ['json:nope']}\n    phases:\n",
-            "post_phase hook 'json:nope': 'json' has no callable 'nope'; define it there or "
-            "fix the name after ':'",
+            r"workflows\.research\.hooks\.post_phase\[0\]: 'json:nope': 'json' has no callable "
+            "'nope'; define it there or fix the name after ':'",
         ),
     ],
 )
@@ -471,6 +487,21 @@ def test_unimportable_runners_and_hooks_fail_at_load(tmp_path, workflow, old, ne
     wf = _with(tmp_path, old, new)
     with pytest.raises(ConfigError, match=message):
         workflow_flow(wf, "research")
+
+
+def test_every_unimportable_runner_and_hook_is_reported_at_once(tmp_path, workflow):
+    (tmp_path / "guards.py").write_text("def guard(ctx):\n    pass\n")
+    text = WORKFLOW.replace(
+        "  analyst:\n", "  analyst:\n    runner: animus_flows.runners:ecko\n"
+    ).replace("    phases:\n", "    hooks: {pre_phase: ['gaurds.py:guard']}\n    phases:\n")
+    wf = write_workflow(tmp_path, text, "both.yaml")
+    with pytest.raises(ConfigError) as raised:
+        workflow_flow(wf, "research")
+    lines = str(raised.value).splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith("did you mean 'echo'?")
+    assert "workflows.research.hooks.pre_phase[0]: 'gaurds.py:guard': no file" in lines[1]
+    assert lines[1].endswith("did you mean 'guards.py'?")
 
 
 @pytest.mark.parametrize(
