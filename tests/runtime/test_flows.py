@@ -211,11 +211,11 @@ def test_a_memory_op_log_record_carries_the_structured_fields_as_extras(caplog):
     assert record.memory_op == event.to_json()
 
 
-async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
-    summary = await workflow_flow(workflow, "research")(task_id="RES-EVT")
-    flow_run_id = summary["flow_run_id"]
+async def memory_op_events(flow_run_id: str, count: int) -> list:
+    """The flow run's `animus.memory.op` events, once `count` are in (the server persists
+    events asynchronously)."""
     found = []
-    for _ in range(60):  # the server persists events asynchronously
+    for _ in range(60):
         async with get_client() as client:
             page = await client.read_events(
                 filter=EventFilter(
@@ -225,9 +225,42 @@ async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
                 limit=50,
             )
         found = page.events
-        if len(found) >= 8:
+        if len(found) >= count:
             break
         await asyncio.sleep(0.5)
+    return found
+
+
+async def test_an_event_about_a_saved_block_store_is_related_to_its_block_document(tmp_path):
+    from animus_flows.blocks import SQLiteMemoryStore
+
+    document_id = await SQLiteMemoryStore(path=str(tmp_path / "saved.db")).save(
+        "desk-events", overwrite=True
+    )
+    workflow = write_workflow(
+        tmp_path,
+        """
+        version: 1
+        project: desk
+        agents: {analyst: {memory_bindings: [{plugin: desk-events, binding: market}]}}
+        workflows:
+          w:
+            hooks: {post_phase: []}
+            phases: [{id: research, agent: analyst, prompt: "EUR/USD"}]
+        """,
+    )
+    summary = await workflow_flow(workflow, "w")(task_id="T")
+    assert summary["degraded"] == []
+    (event,) = await memory_op_events(summary["flow_run_id"], 1)
+    (block,) = [r for r in event.related if r.role == "block"]
+    assert block.id == f"prefect.block-document.{document_id}"
+    assert block.name == "animus-sqlite-memory-store/desk-events"
+
+
+async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
+    summary = await workflow_flow(workflow, "research")(task_id="RES-EVT")
+    flow_run_id = summary["flow_run_id"]
+    found = await memory_op_events(flow_run_id, 8)
     assert {e.resource.id for e in found} >= {"animus.binding.market", "animus.binding.wiki"}
     event = next(
         e
