@@ -129,12 +129,11 @@ def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> Compile
     problems: list[str] = []
 
     def imported(loc: tuple[str | int, ...], path: str, argument: str) -> Any:
-        where = located(workflow, loc) + ":"
         try:
-            target = import_callable(path, workflow.base_dir, what=where)
-            check_takes_one_argument(target, f"{where} {path!r}", argument)
-        except ConfigError as exc:
-            problems.append(str(exc))
+            target = import_callable(path, workflow.base_dir, what="")
+            check_takes_one_argument(target, repr(path), argument)
+        except ConfigError as exc:  # located only now: that reads the file again
+            problems.append(f"{located(workflow, loc)}: {str(exc).lstrip()}")
             return None
         return target
 

@@ -127,10 +127,14 @@ async def preflight(workflow: WorkflowFile) -> dict[str, Any]:
                 unmatched.append(entry)
                 if declared:  # its store's own warning below says why
                     continue
+                if "error" in entry:  # a block of that name that does not load
+                    why, status = f"{binding.plugin!r} does not load ({entry['error']})", "error"
+                else:
+                    why = f"no store or saved memory-store block is named {binding.plugin!r}"
+                    status = "unmatched"
                 warnings.append(
-                    f"{owner}: binding {binding.binding!r}: no store or saved memory-store "
-                    f"block is named {binding.plugin!r}; the binding is a no-op (audited as "
-                    "unmatched: the run ends Degraded)"
+                    f"{owner}: binding {binding.binding!r}: {why}; the binding is a no-op "
+                    f"(audited as {status}: the run ends Degraded)"
                 )
         warnings += [
             f"store {s['plugin_id']!r} is unreachable: {s['error']}"
