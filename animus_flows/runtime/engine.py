@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import string
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,7 +19,13 @@ from typing import Any
 
 from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
 from animus_flows.config.loader import located
-from animus_flows.config.models import CommandRunner, PhaseConfig, PythonRunner, WorkflowFile
+from animus_flows.config.models import (
+    CommandRunner,
+    PhaseConfig,
+    PythonRunner,
+    WorkflowFile,
+    template_fields,
+)
 from animus_flows.errors import AnimusError, ConfigError
 from animus_flows.hooks import BUILTIN_HOOKS
 from animus_flows.hooks.context import PhaseContext
@@ -270,18 +275,8 @@ def render_prompt(template: str, fields: dict[str, str]) -> str:
     return template.format(**fields)
 
 
-def template_fields(workflow: WorkflowFile, phase: PhaseConfig, task_id: str | None) -> dict:
-    """The fields a prompt or key template may use; a missing task id renders empty."""
-    return {
-        "project_id": workflow.project_id,
-        "agent_id": phase.agent,
-        "task_id": task_id or "",
-        "phase_id": phase.id,
-    }
-
-
 def _uses_task_id(template: str) -> bool:
-    return any(field == "task_id" for _, field, _, _ in string.Formatter().parse(template))
+    return "task_id" in template_fields(template)  # templates were checked at load
 
 
 def missing_task_id_warning(compiled: CompiledWorkflow, task_id: str | None) -> str | None:
@@ -354,7 +349,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         agent_id=phase.agent,
         task_id=state.task_id,
         flow_run_id=state.flow_run_id,
-        prompt=render_prompt(phase.prompt, template_fields(workflow, phase, state.task_id)),
+        prompt="",
     )
     ctx = PhaseContext(
         workflow,
@@ -367,6 +362,7 @@ async def run_phase(state: RunState, phase: PhaseConfig) -> PhaseResult:
         state.audit,
         state.plugins,
     )
+    contract.prompt = render_prompt(phase.prompt, ctx.template_fields())
     failure: str | None = None
     try:
         await _run_phase(state, ctx)

@@ -696,3 +696,25 @@ async def test_a_prompt_past_a_cap_is_charged_with_a_warning_and_no_store_is_que
         0,
     )
     assert event["detail"] == f"not queried: {spent} is spent"
+
+
+def test_a_run_without_a_task_id_warns_once_naming_every_template_that_renders_it_empty(
+    tmp_path,
+):
+    from animus_flows.runtime.engine import compile_workflow, missing_task_id_warning
+
+    text = WORKFLOW.replace(
+        "      - {plugin: local, binding: playbook, budget_tokens: 200}\n",
+        "      - {plugin: local, binding: playbook, budget_tokens: 200}\n"
+        "      - {plugin: local, binding: brief, query_strategy: key, key: '{task_id}/brief',"
+        " inject_when: {phases: [plan]}}\n",
+    )
+    compiled = compile_workflow(write_workflow(tmp_path, text), "research")
+    assert missing_task_id_warning(compiled, None) == (
+        "no task id: {task_id} renders empty in the prompt of phase 'research', the prompt of "
+        "phase 'plan', the key of binding 'brief' in phase 'plan'; pass --task-id ID (or the "
+        "flow's task_id parameter)"
+    )
+    assert missing_task_id_warning(compiled, "RES-1") is None
+    plain = write_workflow(tmp_path, WORKFLOW.replace(" for {task_id}", ""), "plain.yaml")
+    assert missing_task_id_warning(compile_workflow(plain, "research"), None) is None
