@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from animus_flows.budget import TokenBudget, TokenCounter, shared_counter
+from animus_flows.config.embedder import LocalEmbedderSpec
 from animus_flows.config.loader import located
 from animus_flows.config.models import (
     CommandRunner,
@@ -26,6 +27,7 @@ from animus_flows.config.models import (
     WorkflowFile,
     template_fields,
 )
+from animus_flows.embedders.local import load_in_background
 from animus_flows.errors import AnimusError, ConfigError
 from animus_flows.hooks import BUILTIN_HOOKS
 from animus_flows.hooks.context import PhaseContext
@@ -166,7 +168,17 @@ def compile_workflow(workflow: WorkflowFile, name: str | None = None) -> Compile
     pre_hooks, post_hooks = load("pre_phase", hooks.pre_phase), load("post_phase", hooks.post_phase)
     if problems:
         raise ConfigError("\n".join(dict.fromkeys(problems)))
+    load_local_models(workflow)
     return CompiledWorkflow(workflow, name, pre_hooks, post_hooks, runners)
+
+
+def load_local_models(workflow: WorkflowFile) -> None:
+    """Start loading the local embedding models the workflow's stores use, in the background:
+    the flow run's start-up hides the load, instead of the first phase's query deadline."""
+    for spec in workflow.stores.values():
+        embedder = getattr(spec, "embedder", None)
+        if isinstance(embedder, LocalEmbedderSpec):
+            load_in_background(embedder.model)
 
 
 def import_problems(workflow: WorkflowFile) -> list[str]:
