@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import importlib.util
 import os
+import queue
 import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from animus_flows.config.embedder import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, SEMANTIC_EXTRA
 from animus_flows.embedders.base import (
+    PURPOSES,
     Purpose,
     check_purpose,
     check_texts,
@@ -101,13 +104,44 @@ def _require_package(spec: LocalModel) -> None:
         )
 
 
-class _Loaded:
-    """A loaded model and the one thread that runs it: calls never overlap, and a batch of
-    CPU work never holds up the event loop."""
+class _EngineThread(Executor):
+    """One daemon thread running the calls submitted to it, in order. The interpreter joins a
+    ThreadPoolExecutor's threads at exit: a run that ended would wait for a background batch
+    of documents nobody awaits any more (a store keeps them queued for the next run)."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="animus-embed")
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]
+        self._calls = queue.SimpleQueue()
+        threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._calls.put((future, functools.partial(fn, **kwargs), args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._calls.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+class _Loaded:
+    """A loaded model, twice: one engine and thread for documents, one for queries. Calls on
+    each never overlap and never hold up the event loop; a query never waits behind a batch
+    of documents (a phase's output, embedded in the background, takes up to a second: the
+    next phase's query would miss its deadline behind it). The engine releases the GIL, and
+    a second engine costs no load time (the weights are mapped once)."""
+
+    def __init__(self, open_engine: Callable[[], Any]) -> None:
+        self.engines = {purpose: open_engine() for purpose in PURPOSES}
+        self.executors = {
+            purpose: _EngineThread(f"animus-embed-{purpose}") for purpose in self.engines
+        }
 
 
 _loaded: dict[str, _Loaded] = {}
@@ -118,7 +152,7 @@ def _load(spec: LocalModel) -> _Loaded:
     with _load_lock:
         loaded = _loaded.get(spec.name)
         if loaded is None:
-            loaded = _loaded[spec.name] = _Loaded(_open_engine(spec))
+            loaded = _loaded[spec.name] = _Loaded(lambda: _open_engine(spec))
         return loaded
 
 
@@ -225,9 +259,10 @@ class LocalEmbedder:
         loop = asyncio.get_running_loop()
         # Loading reads a 72 MB file and may wait for another thread's load: off the loop too.
         loaded = _loaded.get(self.model) or await loop.run_in_executor(None, _load, self._spec)
+        engine, executor = loaded.engines[purpose], loaded.executors[purpose]
         parts = [
             await loop.run_in_executor(
-                loaded.executor, loaded.engine.encode, items[start : start + BATCH_SIZE], is_query
+                executor, engine.encode, items[start : start + BATCH_SIZE], is_query
             )
             for start in range(0, len(items), BATCH_SIZE)
         ]

@@ -111,6 +111,20 @@ async def test_the_event_loop_keeps_running_while_a_batch_embeds(local_embedder)
     assert ticks >= max(2, int(elapsed / 0.005 / 4))
 
 
+async def test_a_query_never_waits_behind_a_batch_of_documents(local_embedder):
+    # a phase's output embedding in the background must not make the next phase's query miss
+    # its deadline: queries have an engine of their own
+    documents = asyncio.create_task(
+        local_embedder.embed(["a long phase output " * 120] * 8, purpose="document")
+    )
+    await asyncio.sleep(0.05)  # the documents are on their engine
+    (query,) = await local_embedder.embed(["where is the euro?"], purpose="query")
+    assert not documents.done()
+    (alone,) = await local_embedder.embed(["where is the euro?"], purpose="query")
+    np.testing.assert_allclose(query, alone, atol=1e-6)
+    await documents
+
+
 async def test_concurrent_embeds_from_tasks_and_threads_agree(local_embedder):
     texts = [f"concurrent text {i}" for i in range(6)]
     expected = await local_embedder.embed(texts, purpose="document")

@@ -40,13 +40,26 @@ async def test_a_put_does_not_wait_for_the_model_and_is_found_by_words_at_once(t
     await store.aclose()
 
 
+async def test_closing_a_store_embeds_what_it_queued_first(tmp_path, embedder):
+    # every flow run is a process of its own: one that left its writes to the next would
+    # leave a queue that grows run after run
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path, embedder=embedder)
+    await store.put(SCOPE, "bike", "Tom bought a new bicycle for commuting")
+    await store.aclose()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM vector_pending").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM item_vectors").fetchone() == (1,)
+
+
 async def test_vectors_queued_by_a_process_that_ended_are_embedded_by_the_next(tmp_path, embedder):
     path = tmp_path / "m.db"
-    conn = sqlite3.connect(path)  # as a crashed run leaves it: items queued, no vectors
-    conn.close()
     first = SQLiteStore(path, embedder=embedder)
     await first.put(SCOPE, "bike", "Tom bought a new bicycle for commuting")
-    await first.aclose()  # cancels the embedding: the queue stays in the file
+    await first.aclose()
+    with sqlite3.connect(path) as conn:  # as a run killed before its close leaves it
+        conn.execute("INSERT INTO vector_pending SELECT id FROM items")
+        conn.execute("DELETE FROM item_vectors")
     second = SQLiteStore(path, embedder=embedder)
     await second.query(SCOPE, "anything")  # starts on the queue
     await second.wait_embedded()

@@ -17,8 +17,15 @@ from animus_flows.stores.sqlite.index import Indexer, VectorChanges
 
 log = get_logger("animus_flows.stores.sqlite")
 
-#: Items embedded per background batch.
-EMBED_BATCH = 64
+#: Items embedded per background batch, each batch committed: a run that ends keeps what it
+#: embedded, and leaves at most one item's work undone (a phase's output takes up to a second
+#: of the model; with larger batches a run of a few seconds committed none, and the queue grew
+#: run after run).
+EMBED_BATCH = 1
+
+
+#: The longest a store's `aclose` waits for the items it queued itself to be embedded.
+CLOSE_GRACE_S = 30.0
 
 
 class Embedding:
@@ -30,6 +37,9 @@ class Embedding:
         self.indexer = indexer
         self.started = False
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        #: Items this store queued and no one has embedded yet: `close` waits for them.
+        self._mine: set[int] = set()
 
     def soon(self) -> None:
         """Start working the queue, unless a task is at it already."""
@@ -42,17 +52,36 @@ class Embedding:
         while await self.batch():
             pass
 
-    async def stop(self) -> None:
-        """Stop the task; what is left stays queued in the file for the next run."""
+    async def close(self) -> None:
+        """Stop working the queue once the items this store queued have their vectors (at
+        most `CLOSE_GRACE_S`): every flow run is a process of its own, and one that left its
+        writes to the next would leave a queue that grows run after run. What is left stays
+        queued in the file, for the next process that opens it with the model."""
+        self._closing = True  # the task stops after the batch it is embedding
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+        try:
+            async with asyncio.timeout(CLOSE_GRACE_S):
+                if task is not None:
+                    await task
+                while self._mine and await self.batch():
+                    pass
+        except TimeoutError:
+            log.info(
+                "SQLite store %s: %d item(s) left to embed by the next process (or `animus "
+                "memory reindex`)",
+                self.file.path,
+                len(self._mine),
+            )
+        finally:
+            if task is not None and not task.done():
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
 
     async def _work(self) -> None:
         try:
-            await self.drain()
+            while not self._closing and await self.batch():
+                pass
         except Exception as exc:  # the queue stays in the file: the next write tries again
             log.warning("SQLite store %s: embedding queued items failed: %s", self.file.path, exc)
 
@@ -62,7 +91,9 @@ class Embedding:
         def queued(conn: sqlite3.Connection) -> list[tuple[int, str]]:
             return conn.execute(
                 "SELECT i.id, i.value FROM vector_pending p JOIN items i ON i.id = p.item_id"
-                " ORDER BY p.item_id LIMIT ?",
+                # newest first: a phase's output is findable by meaning in the next phase,
+                # whatever an earlier run left queued
+                " ORDER BY p.item_id DESC LIMIT ?",
                 (EMBED_BATCH,),
             ).fetchall()
 
@@ -81,10 +112,12 @@ class Embedding:
 
         await self.file.run(store)
         self.apply(changes)
+        self._mine.difference_update(item_id for item_id, _ in rows)
         return True
 
     def apply(self, changes: VectorChanges) -> None:
         """Tell the kept vectors what a committed write changed."""
+        self._mine.update(changes.queued)
         for scope_id, (before, after) in changes.versions.items():
             self.semantic.changed(
                 scope_id,

@@ -45,6 +45,7 @@ class VectorChanges:
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     written: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     removed: dict[int, list[int]] = field(default_factory=dict)
+    queued: list[int] = field(default_factory=list)  # items now waiting for a vector
 
     def bump(self, conn: sqlite3.Connection, scope_id: int) -> None:
         if scope_id in self.versions:
@@ -193,6 +194,7 @@ class Indexer:
         if waiting:
             conn.executemany("DELETE FROM item_vectors WHERE item_id = ?", waiting)
             conn.executemany("INSERT OR IGNORE INTO vector_pending VALUES (?)", waiting)
+            changes.queued.extend(i for (i,) in waiting)
             changes.removed.setdefault(scope_id, []).extend(i for (i,) in waiting)
         changes.written.setdefault(scope_id, []).extend(ready)
         changes.bump(conn, scope_id)

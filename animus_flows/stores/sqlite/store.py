@@ -187,7 +187,7 @@ class SQLiteStore(BaseStore):
 
     async def aclose(self) -> None:
         if self._embedding is not None:
-            await self._embedding.stop()
+            await self._embedding.close()
         await self._file.aclose()
 
     def _embed_soon(self) -> None:
