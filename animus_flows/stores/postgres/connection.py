@@ -1,7 +1,10 @@
 """The PostgreSQL store's connections: a pool per event loop, and errors that never show the DSN.
 
 A psycopg `AsyncConnectionPool` belongs to the event loop that opened it, so the store keeps
-one per loop (the CLI's facade, a flow run and a test each run their own). Every psycopg error
+one per loop (the CLI's facade, a flow run and a test each run their own). A pool's workers
+ignore cancellation, so a loop that ends with a pool still open would wait for them forever:
+each pool has a guard task that closes it when the loop's shutdown cancels its tasks, and a
+script that never calls `aclose()` still exits. Every psycopg error
 leaves as a `StoreError` whose message has the DSN, its password and any URL credentials
 removed, raised from None so no chained exception carries them either; psycopg's own log
 records get the same treatment (`DsnFilter`).
@@ -40,6 +43,16 @@ def require_psycopg() -> None:
         ) from None
 
 
+def _parses(dsn: str) -> bool:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(dsn)
+    except Exception:
+        return False
+    return True
+
+
 def dsn_secrets(dsn: str) -> list[str]:
     """The strings of `dsn` that must never be shown: the DSN itself and its password, as
     written and as libpq reads it (percent-decoded)."""
@@ -59,11 +72,16 @@ def dsn_secrets(dsn: str) -> list[str]:
 
 class DsnFilter(logging.Filter):
     """Hides every registered DSN secret in log records (psycopg's pool logs connection
-    errors), after the project's redaction."""
+    errors), after the project's redaction; drops the pool's report of a connection attempt
+    that the loop's shutdown cancelled, which is no error."""
 
     secrets: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(arg, asyncio.CancelledError) for arg in record.args
+        ):
+            return False
         message = record.getMessage()
         hidden = hide(message, self.secrets)
         if hidden != message:
@@ -101,6 +119,11 @@ class Database:
         self, dsn: str, *, where: str, pool_max_size: int = 10, connect_timeout_s: float = 10.0
     ) -> None:
         require_psycopg()
+        if not _parses(dsn):  # libpq's message would quote the DSN's words: not quoted here
+            raise ConfigError(
+                f"{where}: the DSN is not a PostgreSQL connection string; write "
+                "postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or libpq's key=value form)"
+            )
         self._dsn = dsn
         self._secrets = dsn_secrets(dsn)
         _install_filter(self._secrets)
@@ -108,6 +131,7 @@ class Database:
         self.pool_max_size = pool_max_size
         self.connect_timeout_s = connect_timeout_s
         self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self._guards: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
     def __repr__(self) -> str:
         return f"<Database {self.where}>"
@@ -153,12 +177,8 @@ class Database:
                 self._dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout_s))
             )
         except psycopg.Error as exc:
-            raise self.error(exc) from None
-        except Exception as exc:  # a DSN libpq cannot even parse: ProgrammingError and kin
-            raise StoreUnavailable(
-                f"{self.where}: the DSN is not a PostgreSQL connection string "
-                f"({self.hide(str(exc))}); write postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
-            ) from None
+            error = self.error(exc)
+        raise error  # outside the handler: libpq's own exception is not even its context
 
     async def _pool(self) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
@@ -166,8 +186,7 @@ class Database:
         if pool is None:
             from psycopg_pool import AsyncConnectionPool
 
-            for other in [other for other in self._pools if other.is_closed()]:
-                del self._pools[other]  # its loop is gone: so are the pool's connections
+            self._forget_ended_loops()
             pool = AsyncConnectionPool(
                 self._dsn,
                 min_size=1,
@@ -178,8 +197,14 @@ class Database:
                 open=False,
             )
             self._pools[loop] = pool
+            self._guards[loop] = loop.create_task(_close_at_shutdown(pool))
             await pool.open(wait=False)
         return pool
+
+    def _forget_ended_loops(self) -> None:
+        for loop in [loop for loop in self._pools if loop.is_closed()]:
+            del self._pools[loop]  # closed by its guard as the loop shut down
+            self._guards.pop(loop, None)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -198,7 +223,17 @@ class Database:
         """Close this loop's pool (and forget those of loops that ended)."""
         loop = asyncio.get_running_loop()
         pool = self._pools.pop(loop, None)
-        for other in [other for other in self._pools if other.is_closed()]:
-            del self._pools[other]
+        guard = self._guards.pop(loop, None)
+        self._forget_ended_loops()
         if pool is not None:
             await pool.close()
+        if guard is not None:
+            guard.cancel()
+
+
+async def _close_at_shutdown(pool: AsyncConnectionPool) -> None:
+    """Wait until cancelled (the loop shuts down, or the store closes), then close `pool`."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await pool.close()

@@ -36,7 +36,9 @@ class SchemaState:
 async def read_state(conn: Any, schema: str) -> SchemaState:
     """The schema's version and what it was indexed with, in one read."""
     cursor = await conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f"{quoted(schema)}.schema_migrations",)
+        "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = 'schema_migrations'",
+        (schema,),
     )
     (exists,) = await cursor.fetchone()
     if not exists:
@@ -148,8 +150,17 @@ class Preparation:
         if not reindex and self.is_current(await read_state(conn, self.schema)):
             return
         await check_language(conn, self.language, self.where)
+        # The lock is taken before the transaction starts, so that the transaction sees the
+        # catalog as the process that held the lock left it (a transaction reads the catalog's
+        # changes as it starts, not when a wait for an advisory lock ends).
+        await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            await self._migrate(conn, reindex=reindex)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+    async def _migrate(self, conn: Any, *, reindex: bool) -> None:
         async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             await migrate(conn, self.schema, self.where)
             state = await read_state(conn, self.schema)
             if state.language is None:
