@@ -29,6 +29,7 @@ from animus_flows.redaction import looks_like_secret
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ID_HINT = "letters, digits, '.', '_' and '-', starting with a letter or digit"
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PG_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 TEMPLATE_FIELDS = frozenset({"project_id", "agent_id", "task_id", "phase_id"})
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
@@ -147,6 +148,71 @@ class JsonRpcSpec(Model):
     call_timeout_ms: int = Field(5000, ge=1, description="Deadline for one call.")
 
 
+class PostgresSpec(Model):
+    """PostgreSQL, the store many workers share (DESIGN section 12); needs the postgres extra
+    at run time, not to load the file."""
+
+    type: Literal["postgres"]
+    dsn_env: str = Field(
+        "ANIMUS_DATABASE_URL",
+        description="Environment variable holding the DSN (postgresql://USER:PASSWORD@HOST/DB);"
+        " the DSN itself never goes in the file.",
+    )
+    schema_: str = Field(
+        "animus",
+        alias="schema",
+        description="The PostgreSQL schema holding the store's tables (lowercase letters, "
+        "digits and '_').",
+    )
+    language: str = Field(
+        "english",
+        description="The text search configuration: stop words and stemming (english, german, "
+        "...; simple: neither); the server must have it.",
+    )
+    pool_max_size: int = Field(10, ge=1, description="The most connections a process opens.")
+    embedder: EmbedderSpec | None = Field(
+        None, description="A model to rank by meaning too (section 11); omitted: words only."
+    )
+
+    @field_validator("dsn_env")
+    @classmethod
+    def _env_name(cls, name: str) -> str:
+        # A DSN pasted here would be echoed by every "set the ... variable" message.
+        if "://" in name or "=" in name or looks_like_secret(name):
+            raise ValueError(
+                "looks like a connection string, not the name of an environment variable; put "
+                "the DSN in an environment variable such as ANIMUS_DATABASE_URL and write the "
+                "variable's name here (dsn_env: ANIMUS_DATABASE_URL)"
+            )
+        if not ENV_NAME_PATTERN.match(name):
+            raise ValueError(
+                f"{name[:80]!r} is not an environment variable name; use letters, digits and "
+                "'_', not starting with a digit (e.g. dsn_env: ANIMUS_DATABASE_URL)"
+            )
+        return name
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema_name(cls, schema: str) -> str:
+        if not _PG_NAME.match(schema) or len(schema) > 63 or schema.startswith("pg_"):
+            raise ValueError(
+                f"{schema[:80]!r} is not a schema name the store uses; use lowercase letters, "
+                "digits and '_' (at most 63, not starting with a digit or pg_), e.g. animus"
+            )
+        return schema
+
+    @field_validator("language")
+    @classmethod
+    def _configuration_name(cls, language: str) -> str:
+        head, _, tail = language.partition(".")
+        if not all(_PG_NAME.match(part) for part in ([head, tail] if tail else [head])):
+            raise ValueError(
+                f"{language[:80]!r} is not a text search configuration name; use a lowercase "
+                "name such as english, german or simple (optionally schema.name)"
+            )
+        return language
+
+
 class BlockRef(Model):
     """A saved Prefect block document of a memory-store block type."""
 
@@ -157,8 +223,10 @@ class BlockRef(Model):
     )
 
 
-STORE_TYPES = ("sqlite", "zep", "jsonrpc", "block")
-StoreSpec = Annotated[SQLiteSpec | ZepSpec | JsonRpcSpec | BlockRef, Field(discriminator="type")]
+STORE_TYPES = ("sqlite", "postgres", "zep", "jsonrpc", "block")
+StoreSpec = Annotated[
+    SQLiteSpec | PostgresSpec | ZepSpec | JsonRpcSpec | BlockRef, Field(discriminator="type")
+]
 
 
 # -- budget, bindings, agents, workflows ----------------------------------------------------
