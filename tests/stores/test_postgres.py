@@ -19,7 +19,7 @@ from animus_flows.errors import ConfigError, InvalidRequest, StoreUnavailable
 from animus_flows.protocol import Scope
 from animus_flows.stores import SyncStore
 from animus_flows.stores.postgres import PostgresStore
-from animus_flows.stores.postgres.lexical import K1, MAX_SCORED, B
+from animus_flows.stores.postgres.lexical import K1, MAX_SCORED, B, frequencies, tsquery
 from animus_flows.stores.postgres.schema import SCHEMA_VERSION
 from animus_flows.stores.sqlite import bm25_score
 from animus_flows.testing.conformance import StoreConformance
@@ -440,3 +440,18 @@ def test_eight_writer_processes_lose_and_duplicate_nothing(postgres_dsn, schema)
     assert duplicates == []
     before, after = _statistics(postgres_dsn, schema)
     assert before == after
+
+
+@pytest.mark.parametrize("lexeme", ["it's", "a\\b", "x y", "|", "!", "(", "'", "\\", "é東", "a:b"])
+def test_any_lexeme_is_matched_and_counted_as_itself(postgres_dsn, lexeme):
+    # lexemes reach the SQL as a tsquery's text and come back as a tsvector's text
+    quoted = tsquery([lexeme])
+    with psycopg.connect(postgres_dsn) as conn:
+        vector = "setweight(%s::tsvector, 'A', ARRAY[%s])"
+        matched, text = conn.execute(
+            f"SELECT {vector} @@ %s::tsquery, ts_filter({vector}, '{{a}}')::text",
+            (f"{quoted}:1,7 other:2", lexeme, tsquery([lexeme, "zz"]), f"{quoted}:3", lexeme),
+        ).fetchone()
+    assert matched is True
+    assert frequencies(text) == [(lexeme, 1)]
+    assert frequencies("'it''s':1A,4A,9A 'a\\\\b'") == [("it's", 3), ("a\\b", 1)]

@@ -8,16 +8,19 @@ over the terms it holds (k1 1.2, b 0.75), its length (distinct lexemes) normaliz
 scope's average. An item that holds no query term is never scored, so there is no zero-score
 filler.
 
-The GIN index finds candidates: the rarest terms whose items fit `MAX_SCORED` first, every item
-holding one of them; then, only when those could leave room in the best `top_k` (fewer found,
-or the rest could still outscore the last of them), the newest items holding only the common
-terms, up to the same bound (as the SQLite store's cut, newest first). A query of words found
-in most of a large scope thus reads a bounded part of it.
+The GIN index on the scope's postings finds candidates in two steps. First every item holding
+one of the rarest terms, as many terms as their items fit in `MAX_SCORED`. Then, as MaxScore
+would, the newest items holding one of the other terms that could still lift an item into the
+best `top_k` (all of them while fewer were found; else all but the commonest, whose weights
+together stay below the last of the best), up to the same bound in all (as the SQLite store,
+newest first). A query of words found in most of a large scope thus reads a bounded part of it,
+and its commonest words only weigh the items the rarer ones found.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,50 +48,71 @@ LEFT JOIN LATERAL (
 WHERE s.project_id = %(project_id)s AND s.agent_id = %(agent_id)s AND s.task_id = %(task_id)s
 """
 
-#: BM25 of the live items of a scope holding a `finders` posting (and no `skip` one), newest
-#: first up to `cap`, best first: (id, score, key, metadata, value) rows, the value of the first
-#: `window` only. A term's frequency is its positions in `tsv`: `setweight` marks the query's
-#: lexemes and `ts_filter` keeps them, so only those are unnested. `{match}`, `{where}` and
-#: `{cut}` are filled by `rank_statement`.
-_RANK = f"""
-WITH found AS (
-    SELECT i.id, i.key, i.metadata, i.value, (
-        SELECT sum((%(weights)s::float8[])[array_position(%(lexemes)s::text[], u.lexeme)]
-                   * tf.n * {K1 + 1} / (tf.n + {K1} * ({1 - B} + {B} * i.length / %(average)s)))
-        FROM unnest(ts_filter(setweight(i.tsv, 'A', %(lexemes)s::text[]), '{{a}}')) u
-        CROSS JOIN LATERAL (SELECT coalesce(cardinality(u.positions), 1)::float8 AS n) tf
-    ) AS score
-    FROM {{s}}.items i
-    WHERE i.scope_id = %(scope_id)s::bigint AND {{match}}{{where}}
-      AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
-    {{cut}}
-)
-SELECT id, score, key, metadata,
-       CASE WHEN row_number() OVER (ORDER BY score DESC, id DESC) <= %(window)s THEN value END
-FROM found ORDER BY score DESC, id DESC
+#: The live items of a scope holding a `finders` posting (and no `skip` one): (id, length, key,
+#: metadata, matched) rows, where `matched` is the item's tsvector cut to the query's lexemes
+#: (`setweight` marks them, `ts_filter` keeps them: their positions are the term frequencies
+#: `Plan.score` reads). `{source}`, `{skip}` and `{cut}` are filled by `rank_statement`.
+_RANK = """
+SELECT i.id, i.length, i.key, i.metadata,
+       ts_filter(setweight(i.tsv, 'A', %(lexemes)s::text[]), '{a}')::text
+FROM {source} i
+WHERE {match}{skip}
+{cut}
 """
+#: Through the GIN index: the scope's match is written so that the planner does not intersect
+#: it with a scope-wide index (the postings are the scope's already).
+_INDEXED = """(SELECT * FROM {s}.items i WHERE (i.scope_id = %(scope_id)s::bigint) IS TRUE
+   AND (i.expires_at IS NULL OR i.expires_at > %(now)s))"""
+#: Walking the scope newest first (the recency index), at most `window` items.
+_NEWEST = """(SELECT * FROM {s}.items i WHERE i.scope_id = %(scope_id)s::bigint
+   AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
+   ORDER BY i.updated_at DESC, i.id DESC LIMIT %(window)s)"""
 
 #: What reading a row by walking a scope newest first costs, in rows read through the GIN
-#: index (a bitmap scan reads the heap in order): `Plan.walks` weighs the two ways to find items.
+#: index (a bitmap scan reads the heap in order): `Plan.window` weighs the two ways to find
+#: items.
 WALK_COST = 2.0
+#: A walk reads this many times the items it expects to need, for the estimate's error.
+WALK_MARGIN = 2.0
+#: A lexeme of a tsvector's text and its positions (`'it''s':1A,4A`).
+_ENTRY = re.compile(r"'((?:[^'\\]|''|\\.)*)'(?::([0-9A-D,]+))?")
 
 
 def rank_statement(*, skip: bool, cut: bool, walk: bool = False) -> str:
-    """The ranking statement (a template of `{s}`): without the items holding a `skip`
-    posting; limited to the newest `cap` found; found by walking the scope newest first (a
-    match the index cannot serve, so the planner reads the recency index) rather than
-    through the GIN index."""
-    match = "i.postings && %(finders)s::text[]"
+    """The ranking statement (a template of `{s}`): without the items holding a `skip` term;
+    limited to the newest `cap` found; found by walking the newest `window` items of the scope
+    rather than through the GIN index. Items already read are matched on their tsvector (a
+    binary search per term), which costs less than comparing the postings array."""
+    source, match = _INDEXED, "i.postings && %(finders)s::text[]"
     if walk:
-        match = f"({match}) IS TRUE"
-    where = " AND NOT i.postings && %(skip)s::text[]" if skip else ""
+        source, match = _NEWEST, "i.tsv @@ %(terms)s::tsquery"
+    statement = _RANK.replace("{source}", source).replace("{match}", match)
+    without = " AND NOT i.tsv @@ %(skip)s::tsquery" if skip else ""
+    statement = statement.replace("{skip}", without)
     order = "ORDER BY i.updated_at DESC, i.id DESC LIMIT %(cap)s" if cut else ""
-    return _RANK.replace("{match}", match).replace("{where}", where).replace("{cut}", order)
+    return statement.replace("{cut}", order)
+
+
+def frequencies(matched: str) -> list[tuple[str, int]]:
+    """Each lexeme of a tsvector's text (in its order) with its number of positions (1 when
+    it has none)."""
+    found = []
+    for lexeme, positions in _ENTRY.findall(matched):
+        if "'" in lexeme or "\\" in lexeme:
+            lexeme = re.sub(r"\\(.)", r"\1", lexeme.replace("''", "'"))
+        found.append((lexeme, positions.count(",") + 1 if positions else 1))
+    return found
 
 
 def idf(df: int, items: int) -> float:
     """Lucene's BM25 idf: high for a term few items hold, small but positive for a common one."""
     return math.log(1 + (items - df + 0.5) / (df + 0.5))
+
+
+def tsquery(lexemes: list[str]) -> str:
+    """A tsquery matching any of `lexemes`, each quoted as tsquery input wants it (quotes and
+    backslashes doubled), so no character of a lexeme is read as an operator."""
+    return " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
 
 
 def postings(scope_id: int, lexemes: list[str]) -> list[str]:
@@ -110,55 +134,77 @@ class Plan:
     average: float
     bound: int
 
-    def reach(self) -> float:
-        """The most the common terms can add to an item that holds none of the rare ones."""
-        return sum(self.weights[term] * (K1 + 1) for term in self.common)
-
-    def params(self, scope_id: int, now: datetime, window: int) -> dict[str, Any]:
+    def params(self, scope_id: int, now: datetime) -> dict[str, Any]:
         return {
             "lexemes": list(self.weights),
-            "weights": list(self.weights.values()),
             "scope_id": scope_id,
-            "average": self.average,
             "now": now,
             "cap": self.bound,
-            "window": window,
             "finders": postings(scope_id, self.rare),
         }
 
-    def walks(self, terms: list[str], cap: int) -> bool:
-        """Whether the newest `cap` items holding one of `terms` are found sooner by walking
-        the scope newest first (about cap x items / matches rows read, each costing
-        `WALK_COST` index rows) than through the GIN index (every match read)."""
+    def score(self, length: int, matched: str) -> float:
+        """BM25 of an item of `length` distinct lexemes whose tsvector, cut to the query's
+        lexemes, reads `matched`."""
+        norm = K1 * (1 - B + B * length / self.average)
+        weights = self.weights
+        total = 0.0
+        for lexeme, tf in frequencies(matched):  # in the tsvector's (sorted) order
+            weight = weights.get(lexeme)
+            if weight is not None:
+                total += weight * tf * (K1 + 1) / (tf + norm)
+        return total
+
+    def window(self, terms: list[str], cap: int) -> int | None:
+        """How many of the scope's newest items to walk to find the newest `cap` holding one
+        of `terms` (about cap x items / matches, with a margin), when that costs less than
+        reading every match through the GIN index; None when it does not."""
         missed = 1.0
         for term in terms:  # the items holding none of the terms, were they independent
             missed *= 1 - min(1.0, self.frequency[term] / self.items)
-        matches = self.items * (1 - missed)
-        return matches * matches > WALK_COST * cap * self.items
+        matches = max(self.items * (1 - missed), 1.0)
+        if matches * matches <= WALK_COST * cap * self.items:
+            return None
+        return min(self.items, math.ceil(WALK_MARGIN * cap * self.items / matches))
 
-    def first(self) -> str:
+    def first(self) -> tuple[str, dict[str, Any]]:
         """Every item holding a rare term; the newest `bound` when even the rarest is in more
         items than that."""
-        cut = sum(self.frequency[term] for term in self.rare) > self.bound
-        return rank_statement(skip=False, cut=cut, walk=cut and self.walks(self.rare, self.bound))
+        if sum(self.frequency[term] for term in self.rare) <= self.bound:
+            return rank_statement(skip=False, cut=False), {}
+        window = self.window(self.rare, self.bound)
+        params = {"window": window, "terms": tsquery(self.rare)}
+        return rank_statement(skip=False, cut=True, walk=window is not None), params
 
-    def needs_second(self, scored: int, kept: int, last: float, wanted: int) -> bool:
-        """Whether items holding only common terms could enter the best `wanted`: fewer were
-        `kept` (scored, live, passing the filters), or the common terms could outscore the
-        `last` of them; never past `bound` items scored."""
-        if not self.common or scored >= self.bound:
-            return False
-        return kept < wanted or self.reach() > last
+    def essential(self, scored: int, kept: int, last: float, wanted: int) -> list[str]:
+        """The common terms whose items must be read too (MaxScore): all of them while fewer
+        than `wanted` items were `kept` (scored, live, passing the filters); else those whose
+        items could outscore the `last` kept, i.e. all but the commonest terms whose summed
+        reach stays below it. None once `bound` items were scored."""
+        if scored >= self.bound:
+            return []
+        if kept < wanted:
+            return self.common
+        reach, essential = 0.0, len(self.common)
+        for position in range(len(self.common) - 1, -1, -1):  # commonest first
+            reach += self.weights[self.common[position]] * (K1 + 1)
+            if reach >= last:
+                break
+            essential = position
+        return self.common[:essential]
 
-    def second(self, scope_id: int, scored: int) -> tuple[str, dict[str, Any]]:
-        """The newest items holding a common term and no rare one, up to `bound` in all."""
+    def second(self, scope_id: int, scored: int, terms: list[str]) -> tuple[str, dict[str, Any]]:
+        """The newest items holding one of `terms` and no rare term, up to `bound` in all."""
         cap = self.bound - scored
+        window = self.window(terms, cap)
         params = {
-            "finders": postings(scope_id, self.common),
-            "skip": postings(scope_id, self.rare),
+            "finders": postings(scope_id, terms),
+            "terms": tsquery(terms),
+            "skip": tsquery(self.rare),
             "cap": cap,
+            "window": window,
         }
-        return rank_statement(skip=True, cut=True, walk=self.walks(self.common, cap)), params
+        return rank_statement(skip=True, cut=True, walk=window is not None), params
 
 
 def plan(lexemes: list[str], dfs: list[int], items: int, terms: int, depth: int) -> Plan | None:

@@ -61,26 +61,30 @@ async def ranked(
 ) -> list[tuple[int, float]]:
     """The best `wanted` items by BM25 that are live and pass the filters, best first, with
     their raw scores; the rows read are offered to `judge`."""
-    params = query.params(judge.scope_id, judge.now, wanted)
-    cursor = await conn.execute(sql(query.first()), params)
-    scored = await _offered(judge, cursor)
+    params = query.params(judge.scope_id, judge.now)
+    statement, extra = query.first()
+    cursor = await conn.execute(sql(statement), {**params, **extra})
+    scored = _ordered(await _scored(judge, query, cursor))
     best = judge.best(scored, wanted)
     last = best[-1][1] if len(best) == wanted else 0.0
-    if query.needs_second(len(scored), len(best), last, wanted):
-        statement, extra = query.second(judge.scope_id, len(scored))
+    essential = query.essential(len(scored), len(best), last, wanted)
+    if essential:
+        statement, extra = query.second(judge.scope_id, len(scored), essential)
         cursor = await conn.execute(sql(statement), {**params, **extra})
-        scored = sorted(
-            scored + await _offered(judge, cursor), key=lambda pair: (-pair[1], -pair[0])
-        )
+        scored = _ordered(scored + await _scored(judge, query, cursor))
         best = judge.best(scored, wanted)
     return best
 
 
-async def _offered(judge: Judge, cursor: Any) -> list[tuple[int, float]]:
+def _ordered(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    return sorted(scored, key=lambda pair: (-pair[1], -pair[0]))  # newest first among equals
+
+
+async def _scored(judge: Judge, query: lexical.Plan, cursor: Any) -> list[tuple[int, float]]:
     scored = []
-    for item_id, score, key, metadata, value in await cursor.fetchall():
-        judge.offer(item_id, key, metadata, value)
-        scored.append((item_id, score))
+    for item_id, length, key, metadata, matched in await cursor.fetchall():
+        judge.offer(item_id, key, metadata, None)
+        scored.append((item_id, query.score(length, matched)))
     return scored
 
 
