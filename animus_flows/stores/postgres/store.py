@@ -29,10 +29,13 @@ from animus_flows.protocol import (
 from animus_flows.stores.base import (
     BaseStore,
     PutEntry,
+    check_key,
     check_scope,
     cursor_key,
     encode_json,
+    entry_fields,
     item_page,
+    metadata_object,
     numeric_cursor,
 )
 from animus_flows.stores.postgres import lexical, search, writes
@@ -93,6 +96,8 @@ class PostgresStore(BaseStore):
 
     Example:
         ```python
+        import os
+
         from animus_flows.protocol import Scope
         from animus_flows.stores.postgres import PostgresStore
 
@@ -242,31 +247,28 @@ class PostgresStore(BaseStore):
         anything is written: one bad entry writes nothing. With an embedder, the batch is
         embedded first."""
         await self._ready()
-        latest: dict[tuple[Scope, str], tuple[JSON, dict[str, JSON], int | None]] = {}
+        rows: dict[tuple[Scope, str], Row] = {}
         for entry in entries:
-            scope, key, value, metadata, ttl_seconds = self._check_entry(entry)
-            latest.pop((scope, key), None)  # re-inserted: the batch keeps the order of the last
-            latest[scope, key] = (value, metadata, ttl_seconds)
-        if not latest:
-            return 0
-        texts = [indexed_text(value) for value, _, _ in latest.values()]
-        vectors = await self._vectors(texts)
-        rows = [
-            Row(
+            scope, key, value, metadata, ttl_seconds = entry_fields(entry)
+            check_scope(scope)
+            check_key(key)
+            row = Row(
                 scope,
                 key,
-                encode_json("value", value),
-                encode_json("metadata", metadata),
+                encode_json("value", value),  # the check is the encoding: once per entry
+                encode_json("metadata", metadata_object(metadata)),
                 self._expiry(ttl_seconds),
-                text,
-                vector,
+                indexed_text(value),
             )
-            for ((scope, key), (value, metadata, ttl_seconds)), text, vector in zip(
-                latest.items(), texts, vectors, strict=True
-            )
-        ]
-        await self._write(rows)
-        return len(rows)
+            rows.pop((scope, key), None)  # re-inserted: the batch keeps the order of the last
+            rows[scope, key] = row
+        if not rows:
+            return 0
+        batch = list(rows.values())
+        for row, vector in zip(batch, await self._vectors([r.text for r in batch]), strict=True):
+            row.vector = vector
+        await self._write(batch)
+        return len(batch)
 
     async def _delete(self, scope: Scope, key: str) -> bool:
         now = utcnow()
