@@ -19,7 +19,7 @@ from animus_flows.errors import ConfigError, InvalidRequest, StoreUnavailable
 from animus_flows.protocol import Scope
 from animus_flows.stores import SyncStore
 from animus_flows.stores.postgres import PostgresStore
-from animus_flows.stores.postgres.lexical import K1, MAX_SCORED, B, frequencies, tsquery
+from animus_flows.stores.postgres.lexical import K1, MAX_SCORED, B, Plan, tsquery
 from animus_flows.stores.postgres.schema import SCHEMA_VERSION
 from animus_flows.stores.sqlite import bm25_score
 from animus_flows.testing.conformance import StoreConformance
@@ -453,5 +453,8 @@ def test_any_lexeme_is_matched_and_counted_as_itself(postgres_dsn, lexeme):
             (f"{quoted}:1,7 other:2", lexeme, tsquery([lexeme, "zz"]), f"{quoted}:3", lexeme),
         ).fetchone()
     assert matched is True
-    assert frequencies(text) == [(lexeme, 1)]
-    assert frequencies("'it''s':1A,4A,9A 'a\\\\b'") == [("it's", 3), ("a\\b", 1)]
+    plan = Plan({lexeme: 2.0}, {lexeme: 1}, 1, [lexeme], [], 1.0, MAX_SCORED)
+    assert plan.score(1, text) == pytest.approx(2.0)  # tf 1, at the average length: BM25 = idf
+    thrice = Plan({"it's": 1.0, "a\\b": 1.0}, {}, 1, [], [], 1.0, MAX_SCORED)
+    tf = 3 * (K1 + 1) / (3 + K1)
+    assert thrice.score(1, "'it''s':1A,4A,9A 'a\\\\b'") == pytest.approx(tf + 1.0)

@@ -169,9 +169,12 @@ def _statistics(s: str) -> list[str]:
         f"""CREATE FUNCTION {s}.items_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF {skip} THEN RETURN NULL; END IF;
-            PERFORM {s}.add_term_counts(array_agg(n.scope_id), array_agg(u.lexeme),
-                                        array_agg(1::bigint))
-            FROM new_rows n, unnest(tsvector_to_array(n.tsv)) AS u (lexeme);
+            -- only additions: one upsert, no lexeme to drop
+            INSERT INTO {s}.term_df AS d (scope_id, lexeme, df)
+            SELECT n.scope_id, u.lexeme, count(*)
+            FROM new_rows n, unnest(tsvector_to_array(n.tsv)) AS u (lexeme)
+            GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (scope_id, lexeme) DO UPDATE SET df = d.df + excluded.df;
             UPDATE {s}.scopes s SET items = s.items + c.items, terms = s.terms + c.terms
             FROM (SELECT scope_id, count(*) AS items, sum(length) AS terms
                   FROM new_rows GROUP BY 1) c
