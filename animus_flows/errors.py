@@ -10,6 +10,7 @@ this module imports nothing of the project::
         ├── StoreUnavailable    unreachable, crashed, corrupt or refused the request
         ├── StoreTimeout        did not answer within its deadline
         ├── WriteDenied         a write through a read-only binding or store
+        ├── ConflictError       a versioned write whose item changed since it was read
         └── InvalidRequest      arguments the protocol rejects (CLI exit 2); also a ValueError
             └── InvalidScope    a scope id that is empty, too long or not a string
 """
@@ -44,6 +45,11 @@ class StoreTimeout(StoreError):
 
 class WriteDenied(StoreError):
     """A write was attempted through a read-only binding or store."""
+
+
+class ConflictError(StoreError):
+    """A versioned write found the item at another version than it expected (another writer
+    changed it since it was read); nothing was written. Read it again and retry."""
 
 
 class InvalidRequest(StoreError, ValueError):

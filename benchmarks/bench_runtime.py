@@ -26,6 +26,9 @@
    works, so here everything waits for the drain.
 3. `animus run` on the trade-desk example against a bare Prefect flow with the same phases,
    each a fresh process with its own temporary server, alternated, medians compared.
+4. `animus preflight` on the trade-desk example with no Prefect server configured (no
+   PREFECT_API_URL, a fresh PREFECT_HOME): it starts no temporary server, so it takes the
+   imports, the store's open and one query; fresh processes, median and slowest.
 """
 
 from __future__ import annotations
@@ -229,6 +232,7 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
     from animus_flows.runtime.engine import RunState, compile_workflow, finish_run
     from animus_flows.runtime.flows import prefect_sinks, run_phase_task
     from animus_flows.runtime.sinks import Outbox
+    from animus_flows.stores.registry import PluginRegistry
 
     compiled = compile_workflow(load_workflow(workflow_path), "w")
     times: dict[str, list[float]] = {
@@ -252,10 +256,9 @@ def orchestration(workflow_path: Path, phases: int, rounds: int) -> dict[str, li
 
     @flow(name="side-by-side", persist_result=False)
     async def side_by_side() -> None:
-        outbox = Outbox()
-        audited = RunState.start(
-            compiled, "T0", None, prefect_sinks(get_run_logger(), None, "w", outbox), outbox
-        )
+        outbox, plugins = Outbox(), PluginRegistry(compiled.workflow)
+        sinks = prefect_sinks(get_run_logger(), None, "w", outbox, plugins)
+        audited = RunState.start(compiled, "T0", None, sinks, outbox, plugins=plugins)
         # the same phases with no logs, events or artifacts: our own orchestration alone
         quiet = RunState.start(compiled, "T0", None, [], None)
         for slot, phase in enumerate(compiled.phases):
@@ -347,6 +350,28 @@ def cli_runs(runs: int) -> tuple[list[float], list[float]]:
     return timings
 
 
+def preflight_runs(runs: int) -> list[float]:
+    work = Path(tempfile.mkdtemp(prefix="animus-bench-preflight-"))
+    example = work / "trade-desk"
+    shutil.copytree(
+        ROOT / "examples" / "trade-desk", example, ignore=shutil.ignore_patterns(".animus")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
+    env["PREFECT_HOME"] = str(work / "prefect-home")
+    env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    subprocess.run(
+        [sys.executable, "seed.py"], cwd=example, env=env, check=True, capture_output=True
+    )
+    command = [str(Path(sys.executable).with_name("animus")), "preflight", "animus.yaml"]
+    timings = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(command, cwd=example, env=env, check=True, capture_output=True)
+        timings.append(time.perf_counter() - started)
+    shutil.rmtree(work, ignore_errors=True)
+    return timings
+
+
 def report_orchestration(title: str, times: dict[str, list[float]]) -> None:
     bare, ours = statistics.median(times["bare"]), statistics.median(times["animus"])
     defaults = statistics.median(times["defaults"])
@@ -376,7 +401,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=500)
     parser.add_argument("--flow-runs", type=int, default=6, help="flow runs of benchmark 2")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--parts", default="1,2,3", help="which of the three figures to measure")
+    parser.add_argument("--parts", default="1,2,3,4", help="which of the figures to measure")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -419,6 +444,13 @@ def main() -> None:
         print(
             f"3. `animus run` on examples/trade-desk {a:.2f} s vs a bare Prefect flow with the "
             f"same phases {b:.2f} s (medians of {args.runs}, fresh processes) -> {a / b:.2f}x"
+        )
+    if "4" in parts:
+        timings = preflight_runs(args.runs)
+        print(
+            f"4. `animus preflight` on examples/trade-desk without a Prefect server: median "
+            f"{statistics.median(timings):.2f} s, slowest {max(timings):.2f} s "
+            f"({args.runs} fresh processes)"
         )
 
 

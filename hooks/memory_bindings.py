@@ -26,12 +26,6 @@ if TYPE_CHECKING:
 PACK_STATE_KEY = "memory_bindings.pack"
 
 
-def rules_of(binding: MemoryBinding) -> ReadRules:
-    """What `binding` may disclose."""
-    types = tuple(binding.memory_types) if binding.memory_types else None
-    return ReadRules(tuple(binding.tiers), types)
-
-
 def spent_budget(ctx: PhaseContext) -> str | None:
     """Which budget leaves this phase no tokens to inject (`the flow budget`, `the phase
     cap`), or None when some room is left."""
@@ -51,7 +45,7 @@ def source_of(
         store if not isinstance(store, str) else None,
         None,
         text=ctx.contract.prompt,
-        rules=rules_of(binding),
+        rules=ReadRules.of(binding),
         top_k=binding.top_k,
         budget_tokens=binding.budget_tokens,
         timeout_ms=binding.timeout_ms,

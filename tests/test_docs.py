@@ -170,6 +170,23 @@ def test_the_conformance_snippets_run_in_pytest_asyncio_strict_mode(document, tm
     assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-3000:]
 
 
+def test_the_ledger_conformance_snippet_runs_in_pytest_asyncio_strict_mode(tmp_path):
+    (snippet,) = [
+        b for b in python_blocks(read("docs/stores/index.md")) if "LedgerConformance" in b
+    ]
+    header = "from animus_flows.stores import SQLiteLedgerStore as MyLedgerStore\n"
+    (tmp_path / "test_snippet.py").write_text(header + snippet)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # pytest-asyncio's defaults: strict mode
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "conflict"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-3000:]
+
+
 def test_the_conformance_suite_names_its_test_tools_when_they_are_missing():
     done = subprocess.run(
         [

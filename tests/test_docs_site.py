@@ -88,15 +88,31 @@ def test_the_api_reference_is_generated_from_the_docstrings(site):
             "runtime.flows.workflow_flow",
             "flows.run_workflow",
         ],
-        "protocol": ["protocol.MemoryStore.query", "protocol.Scope", "protocol.QueryHit"],
+        "protocol": [
+            "protocol.MemoryStore.query",
+            "protocol.Scope",
+            "protocol.QueryHit",
+            "ledger.LedgerStore",
+            "ledger.LedgerEvent",
+        ],
         "budget": ["budget.TokenBudget", "budget.TokenCounter", "budget.pack"],
-        "memory": ["memory.MemoryLayer", "memory.MemoryLoader", "memory.MemoryType"],
+        "memory": [
+            "memory.MemoryLayer",
+            "memory.MemoryLoader",
+            "memory.MemoryType",
+            "memory.LedgerRecord",
+        ],
         "blocks": [
             "blocks.SQLiteMemoryStore",
             "blocks.ZepMemoryStore",
             "blocks.JsonRpcMemoryStore",
         ],
-        "stores": ["stores.BaseStore", "stores.SQLiteStore", "stores.zep.ZepStore"],
+        "stores": [
+            "stores.BaseStore",
+            "stores.SQLiteStore",
+            "stores.SQLiteLedgerStore",
+            "stores.zep.ZepStore",
+        ],
     }
     for page, names in reference.items():
         built = out / "reference" / ("" if page == "index" else page) / "index.html"

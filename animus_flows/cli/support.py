@@ -12,10 +12,10 @@ from typing import Any
 
 from animus_flows.config.loader import load_workflow
 from animus_flows.config.models import WorkflowFile
-from animus_flows.errors import ConfigError
+from animus_flows.errors import AnimusError, ConfigError
 from animus_flows.memory.layer import MemoryLayer
 from animus_flows.protocol import MemoryStore, Scope
-from animus_flows.stores.registry import PluginRegistry, blocks_wanted
+from animus_flows.stores.registry import PluginRegistry, blocks_wanted, prefect_server_configured
 from animus_flows.stores.sync import LoopRunner, SyncStore
 
 SCOPE_KINDS = ("project", "agent", "task")
@@ -96,18 +96,75 @@ def open_cli_store(
 
 
 def run_workflow_file(path: Path, workflow: str | None, task_id: str | None) -> dict[str, Any]:
-    """Load, compile and run a workflow as a Prefect flow; returns the run summary."""
+    """Load, compile and run a workflow as a Prefect flow; returns the run summary.
+
+    Warnings go to stderr, and so does the `Degraded` line of a run in which a memory
+    operation degraded. A run that fails raises an error naming its flow run and where to
+    read it.
+    """
     import asyncio
 
     from animus_flows.config.loader import workflow_warnings
-    from animus_flows.runtime.engine import compile_workflow
-    from animus_flows.runtime.flows import build_flow
+    from animus_flows.runtime.engine import compile_workflow, missing_task_id_warning
+    from animus_flows.runtime.flows import DEGRADED_STATE, build_flow
 
     loaded = load_workflow(path)
     compiled = compile_workflow(loaded, workflow)
-    for warning in workflow_warnings(loaded):
+    warnings = workflow_warnings(loaded)
+    warnings += filter(None, [missing_task_id_warning(compiled, task_id)])
+    for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return asyncio.run(build_flow(compiled)(task_id=task_id))
+    state = asyncio.run(build_flow(compiled)(task_id=task_id, return_state=True))
+    if not state.is_completed():
+        raise run_failure(state)
+    summary = state.result()
+    if state.name == DEGRADED_STATE and state.message:
+        print(state.message, file=sys.stderr)
+    return summary
+
+
+class RunFailed(AnimusError):
+    """A flow run that did not complete; the message says which, and where to read it."""
+
+
+def run_failure(state: Any) -> AnimusError:
+    """The error for a flow run that ended in `state` (failed, crashed or cancelled): what
+    failed, then the flow run's id and where to read its logs and artifacts. A configuration
+    error found inside the run stays one (exit code 2)."""
+    from animus_flows.redaction import redact
+
+    cause = state.result(raise_on_failure=False)
+    if isinstance(cause, ConfigError):
+        return cause
+    if isinstance(cause, AnimusError):
+        what = str(cause)
+    elif isinstance(cause, BaseException):
+        what = f"{type(cause).__name__}: {cause}"
+    else:
+        what = state.message or f"the run ended {state.name}"
+    flow_run_id = state.state_details.flow_run_id
+    text = " ".join(what.split())
+    return RunFailed(redact(f"{text}\n{where_to_look(flow_run_id, state.name)}").text)
+
+
+def where_to_look(flow_run_id: Any, state_name: str) -> str:
+    """Where a person reads a flow run that did not complete: its page in the Prefect UI when
+    a server is configured, else the commands that show it from Prefect's local database."""
+    from prefect.utilities.urls import url_for
+
+    url = (
+        url_for("flow-run", obj_id=flow_run_id)
+        if prefect_server_configured(read_settings=True)
+        else None
+    )
+    said = f"flow run {flow_run_id} ended {state_name}"
+    if url:
+        return f"{said}: see its logs, task runs and artifacts at {url}"
+    return (
+        f"{said}: `prefect flow-run logs {flow_run_id}` prints its logs; for its task runs "
+        "and artifacts, start `prefect server start` and open "
+        f"http://127.0.0.1:4200/runs/flow-run/{flow_run_id}"
+    )
 
 
 def summary_text(summary: dict[str, Any]) -> str:
@@ -147,13 +204,17 @@ def preflight_text(report: dict[str, Any]) -> str:
     bindings = report["memory_bindings"]
     lines += ["", "memory_bindings:"]
     for entry in bindings["matched"]:
-        lines.append(f"  matched   {entry['owner']}: {entry['binding']} -> {entry['plugin']}")
-    for entry in bindings["unmatched"]:
+        block = f" (saved block {entry['block']})" if entry.get("block") else ""
         lines.append(
-            f"  unmatched {entry['owner']}: {entry['binding']} -> {entry['plugin']} (no-op)"
+            f"  matched   {entry['owner']}: {entry['binding']} -> {entry['plugin']}{block}"
         )
-    for warning in report["warnings"]:
-        lines.append(f"warning: {warning}")
+    for entry in bindings["unmatched"]:
+        why = "; saved blocks not looked up" if entry.get("blocks_checked") is False else ""
+        lines.append(
+            f"  unmatched {entry['owner']}: {entry['binding']} -> {entry['plugin']} (no-op{why})"
+        )
+    lines += [f"warning: {warning}" for warning in report["warnings"]]
+    lines += [f"not checked: {skipped}" for skipped in report.get("skipped", [])]
     return "\n".join(lines)
 
 

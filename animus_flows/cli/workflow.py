@@ -9,6 +9,7 @@ import typer
 
 from animus_flows.cli.app import (
     JsonOpt,
+    _print_error,
     _print_json,
     _state,
     app,
@@ -76,7 +77,9 @@ def preflight(
     workflow_file: Annotated[Path, typer.Argument(help="The workflow YAML file.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Check stores and bindings before a run: capabilities, reachability, unmatched plugins."""
+    """Check a workflow before a run: import its runners and hooks, open its stores, match
+    its bindings. Exit 2 when a runner or hook cannot be imported (each named with its file,
+    line and a did-you-mean)."""
     from animus_flows.runtime.quiet import quiet_prefect
 
     quiet_prefect(_state["debug"])
@@ -88,3 +91,7 @@ def preflight(
         _print_json(report)
     else:
         typer.echo(preflight_text(report))
+    for error in report["errors"]:
+        _print_error(error)
+    if report["errors"]:
+        raise typer.Exit(ConfigError.exit_code)

@@ -159,6 +159,28 @@ def load_workflow(path: str | Path) -> WorkflowFile:
     return workflow
 
 
+def located(workflow: WorkflowFile, loc: tuple[str | int, ...]) -> str:
+    """`FILE:LINE:COL: key.path` of `loc` in the file `workflow` came from (the file is read
+    again: a located message is the rare case); just `key.path` when that is not possible."""
+    source = workflow.source
+    root = None
+    if source is not None:
+        loader = None
+        try:
+            loader = _Loader(source.read_text(encoding="utf-8"))
+            root = loader.get_single_node()
+        except (OSError, ValueError, yaml.YAMLError):
+            root = None
+        finally:
+            if loader is not None:
+                loader.dispose()
+    node, path = _locate(root, loc, at_key=False)
+    if node is None or source is None:
+        return path
+    mark = node.start_mark
+    return f"{source}:{mark.line + 1}:{mark.column + 1}: {path}"
+
+
 def _check_folder_project(project_id: str, path: Path) -> None:
     """Without `project:`, the folder's name is the project id: it must be one."""
     if is_valid_unicode(project_id) and not has_control_character(project_id):
@@ -292,15 +314,17 @@ def _check_bindings(owner: Loc, bindings: list[Any], phases: set[str]) -> Iterat
                 )
 
 
-def workflow_warnings(wf: WorkflowFile) -> list[str]:
-    """Things that load but deserve a look, such as plugins not declared under `stores:`."""
+def workflow_warnings(wf: WorkflowFile, *, undeclared_plugins: bool = True) -> list[str]:
+    """Things that load but deserve a look, such as plugins not declared under `stores:`
+    (left out with `undeclared_plugins=False`: `animus preflight` looks them up and says
+    what it found, one warning per binding)."""
     warnings = []
     owners = [(f"agents.{a}", agent.memory_bindings) for a, agent in wf.agents.items()]
     owners += [(f"workflows.{w}", flow.memory_bindings) for w, flow in wf.workflows.items()]
     for owner, bindings in owners:
         for index, binding in enumerate(bindings):
             where = f"{owner}.memory_bindings[{index}]"
-            if binding.plugin not in wf.stores:
+            if undeclared_plugins and binding.plugin not in wf.stores:
                 warnings.append(
                     f"{where}: plugin {binding.plugin!r} is not under `stores`; it will be looked "
                     "up as a saved Prefect block and is a no-op if none matches"

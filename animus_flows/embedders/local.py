@@ -8,6 +8,7 @@ model loads once per process, on first use, and is shared by every `LocalEmbedde
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -119,6 +120,20 @@ def _load(spec: LocalModel) -> _Loaded:
         if loaded is None:
             loaded = _loaded[spec.name] = _Loaded(_open_engine(spec))
         return loaded
+
+
+def load_in_background(model: str | None = None) -> None:
+    """Start loading `model` (None: the default) on a thread of its own, so that the first
+    query does not pay for it within its deadline (a load takes 0.1 to 0.5 s; a binding's
+    deadline is 500 ms by default). A failure is left for that query to report."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            _load(local_model(model))
+
+    if model in _loaded or (model is None and DEFAULT_LOCAL_MODEL in _loaded):
+        return
+    threading.Thread(target=load, name="animus-embed-load", daemon=True).start()
 
 
 def _open_engine(spec: LocalModel) -> Any:

@@ -11,16 +11,11 @@ Example:
     ```
 """
 
+from animus_flows.memory.durable import LedgerRecord
 from animus_flows.memory.layer import AsyncMemoryLayer, MemoryLayer
-from animus_flows.memory.loader import (
-    AGENT_SECTOR_PREFERENCES,
-    AsyncMemoryLoader,
-    LoadedMemory,
-    LoadMetadata,
-    LoadMetrics,
-    LoadResult,
-    MemoryLoader,
-)
+from animus_flows.memory.load_request import AGENT_SECTOR_PREFERENCES
+from animus_flows.memory.load_result import LoadedMemory, LoadMetadata, LoadMetrics, LoadResult
+from animus_flows.memory.loader import AsyncMemoryLoader, MemoryLoader
 from animus_flows.memory.records import Entity, Memory, MemoryTier, MemoryType, Sensitivity
 from animus_flows.memory.tiers import TierPolicy
 
@@ -29,6 +24,7 @@ __all__ = [
     "AsyncMemoryLayer",
     "AsyncMemoryLoader",
     "Entity",
+    "LedgerRecord",
     "LoadMetadata",
     "LoadMetrics",
     "LoadResult",

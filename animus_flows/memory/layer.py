@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from animus_flows.errors import InvalidRequest
+from animus_flows.memory import durable, scan, transfer, versions
 from animus_flows.memory import recall as recalling
-from animus_flows.memory import scan, transfer, versions
+from animus_flows.memory.durable import LedgerRecord
 from animus_flows.memory.entities import query_entity_keys
 from animus_flows.memory.export import ImportCount
 from animus_flows.memory.records import (
@@ -81,16 +82,26 @@ class AsyncMemoryLayer:
     """Seed 003's memory layer for one scope, on any memory store; every method is a coroutine.
 
     Args:
-        store: a `MemoryStore`, or a memory-store Block (its `get_store()` is used).
+        store: a `MemoryStore`, or a memory-store Block (its `get_store()` is used). Without
+            one, the layer opens the store its backend names (and closes it with the layer).
         scope: the scope the memories live in; `Scope(project_id)` is the shared project scope,
             `Scope(project_id, agent_id=...)` an agent's own.
         entities: seed 003's `entities.enabled`: extract entities from content on every write,
             link memories to them, and let `recall` match them.
         tier_policy: idle times and the access threshold of temperature tiers.
+        backend: without a `store`: `durable` (a store that keeps a ledger of every change, at
+            `database_url`) or `sqlite` (the embedded store); default `ANIMUS_MEMORY_BACKEND`,
+            else `sqlite`.
+        database_url: `sqlite:///PATH` (or a file path) or `postgresql://...`; default
+            `ANIMUS_DATABASE_URL`, else `.animus/memory.db` for `sqlite`.
+        workspace_id: with a backend, the project the memories live in: the scope is
+            `Scope(workspace_id)` (or pass `scope`).
 
     Raises:
         InvalidRequest: the scope's agent id is `shared`, the name the loader and the stored
             records give the project scope (`Scope(project_id)`): use that scope instead.
+        ConfigError: a backend, database URL or workspace that cannot be used (docs/memory.md,
+            "The durable backend").
 
     Example:
         ```python
@@ -106,14 +117,20 @@ class AsyncMemoryLayer:
 
     def __init__(
         self,
-        store: object,
-        scope: Scope,
+        store: object = None,
+        scope: Scope | None = None,
         *,
         entities: bool = False,
         tier_policy: TierPolicy | None = None,
+        backend: str | None = None,
+        database_url: str | Path | None = None,
+        workspace_id: str | None = None,
     ) -> None:
+        store, scope, self.owns_store = durable.open_backend(
+            store, scope, backend=backend, database_url=database_url, workspace_id=workspace_id
+        )
         self.store = resolve_store(store)
-        self.scope = check_scope(scope)
+        self.scope = scope = check_scope(scope)
         if scope.agent_id == SHARED_AGENT:
             raise InvalidRequest(
                 f"agent_id {SHARED_AGENT!r} names the shared project scope, so the loader could "
@@ -272,17 +289,29 @@ class AsyncMemoryLayer:
             tier,
         )
 
-    async def update_memory(self, memory: Memory) -> bool:
+    async def update_memory(self, memory: Memory, *, expected_version: int | None = None) -> bool:
         """Write `memory` over the stored memory with its id, in place; sets `updated_at`.
 
         Its fields are checked again first, as `remember` checks them (a `source` or
         `provenance` the stored memory already has is kept). The redaction record stays the
         layer's: `_redaction_count` and `_redaction_types` come from the stored memory. The
-        passed object is updated too (timestamp, redacted text, entities). Returns False when
-        no memory has that id.
+        passed object is updated too (timestamp, redacted text, entities, and on a store with
+        a ledger its new `ledger_version`). Returns False when no memory has that id.
+
+        `expected_version` (a store that keeps a ledger: the durable backend) makes the write
+        optimistic: it lands only when the memory's record is still at that ledger version
+        (the `ledger_version` `get_memory` read), checked in the write's own transaction.
+
+        Raises:
+            ConflictError: the record is at another version (another writer changed it since
+                it was read); nothing was written. Read it again and retry.
+            InvalidRequest: `expected_version` on a store without a ledger, or not an integer
+                >= 1.
         """
         if not isinstance(memory, Memory):
             raise InvalidRequest(f"update_memory takes a Memory, not {type(memory).__name__}")
+        if expected_version is not None:
+            durable.check_expected(self.store, expected_version)
         memory.validate()
         _content(memory.content)
         stored = await self._scoped.get(memory.id)
@@ -300,7 +329,7 @@ class AsyncMemoryLayer:
         versions.carry_link(stored, memory)  # the layer keeps the version links
         memory.updated_at = utcnow()
         ingest(memory, entities=self.entities_enabled)
-        await self._scoped.write([memory])
+        await self._scoped.write([memory], expected_version=expected_version)
         return True
 
     async def update_with_version(
@@ -369,10 +398,11 @@ class AsyncMemoryLayer:
             InvalidRequest: the prefix matches several memories (they are named).
         """
         memory_id = _id(memory_id)
-        exact = await self._scoped.get(memory_id)
+        exact = await durable.read(self._scoped, memory_id)  # with its ledger_version
         if exact is not None:
             return exact
-        return await scan.with_id_prefix(self._scoped, memory_id)
+        found = await scan.with_id_prefix(self._scoped, memory_id)
+        return await durable.with_ledger_version(self._scoped, found)
 
     async def recall(
         self,
@@ -471,6 +501,20 @@ class AsyncMemoryLayer:
         """Every version of a memory, oldest first, found from any version's id or prefix."""
         memory = await self.get_memory(memory_id)
         return [] if memory is None else await versions.history(self._scoped, memory)
+
+    async def get_ledger_events(self, memory_id: str) -> list[LedgerRecord]:
+        """Every change of one memory's record, oldest first, from the store's ledger (the
+        durable backend): creates, updates (tags, tiers and recalls' access counts too) and the
+        deletion, each with its `op`, `version`, `valid_from`, `valid_to`, `recorded_at` and the
+        memory as it left it. `memory_id` is a full id (a forgotten memory's too) or a unique
+        prefix of a current memory's. `history` is another thing: the memories
+        `update_with_version` made.
+
+        Raises:
+            InvalidRequest: the store keeps no ledger (it names the backend that does), or the
+                prefix matches several memories.
+        """
+        return await durable.ledger_records(self._scoped, _id(memory_id), self.get_memory)
 
     # -- tags and tiers ----------------------------------------------------------------------
 
@@ -605,17 +649,40 @@ class MemoryLayer:
         memory.remember("User prefers dark mode", tags=["preference", "ui"])
         print([m.content for m in memory.recall("dark mode")])
         ```
+
+        Seed 003's durable backend, with a ledger of every change (PostgreSQL, or SQLite):
+        ```python
+        from animus_flows.memory import MemoryLayer
+
+        with MemoryLayer(backend="durable", database_url="sqlite:///.animus/durable.db",
+                         workspace_id="demo") as memory:
+            note = memory.remember("Releases go out on Fridays")
+            note.content = "Releases go out on Thursdays"
+            memory.update_memory(note, expected_version=note.ledger_version)
+            print([(e.op, e.version) for e in memory.get_ledger_events(note.id)])
+        ```
     """
 
     def __init__(
         self,
-        store: object,
-        scope: Scope,
+        store: object = None,
+        scope: Scope | None = None,
         *,
         entities: bool = False,
         tier_policy: TierPolicy | None = None,
+        backend: str | None = None,
+        database_url: str | Path | None = None,
+        workspace_id: str | None = None,
     ) -> None:
-        self._async = AsyncMemoryLayer(store, scope, entities=entities, tier_policy=tier_policy)
+        self._async = AsyncMemoryLayer(
+            store,
+            scope,
+            entities=entities,
+            tier_policy=tier_policy,
+            backend=backend,
+            database_url=database_url,
+            workspace_id=workspace_id,
+        )
         self._loop = LoopRunner("MemoryLayer")
 
     remember = _blocking("remember")
@@ -631,6 +698,7 @@ class MemoryLayer:
     recall_for_egress = _blocking("recall_for_egress")
     recall_by_tags_for_egress = _blocking("recall_by_tags_for_egress")
     history = _blocking("history")
+    get_ledger_events = _blocking("get_ledger_events")
     add_tag = _blocking("add_tag")
     remove_tag = _blocking("remove_tag")
     get_all_tags = _blocking("get_all_tags")
@@ -658,7 +726,8 @@ class MemoryLayer:
         return self._async.tier_policy
 
     def close(self, *, close_store: bool = False) -> None:
-        """Release the facade's event loop; with `close_store`, close the store first.
+        """Release the facade's event loop; with `close_store`, or when the layer opened its
+        store (from a backend), close the store first.
 
         Any later call raises RuntimeError saying the layer is closed; closing again does
         nothing.
@@ -666,7 +735,7 @@ class MemoryLayer:
         if self._loop.closed:
             return
         aclose = getattr(self.store, "aclose", None)
-        if close_store and aclose is not None:
+        if (close_store or self._async.owns_store) and aclose is not None:
             self._loop.run(aclose(), await_form="await store.aclose()")
         self._loop.close()
 

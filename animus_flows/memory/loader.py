@@ -14,15 +14,26 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from animus_flows.budget import shared_counter
 from animus_flows.errors import InvalidRequest, StoreUnavailable
 from animus_flows.memory.layer import SHARED_AGENT, resolve_store
+from animus_flows.memory.load_request import (
+    AGENT_SECTOR_PREFERENCES,
+    LAYER_TIERS,
+    LoadRequest,
+    counted,
+    days_ago,
+    sectors_of,
+    tiers_of,
+    workflow_options,
+)
+from animus_flows.memory.load_result import LoadedMemory, LoadMetadata, LoadMetrics, LoadResult
 from animus_flows.memory.records import MemoryTier, MemoryType, normalize_tags
 from animus_flows.memory.store_form import memory_type_of, stored_time, tags_of
-from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope, utcnow
+from animus_flows.protocol import JSON, MemoryStore, QueryHit, Scope
 from animus_flows.redaction import get_logger
 from animus_flows.retrieval.degrade import DEFAULT_TIMEOUT_MS, Status, run_degraded
 from animus_flows.retrieval.disclosure import ReadRules, tier_of
@@ -35,88 +46,8 @@ DEFAULT_BUDGET = 2000
 #: How the project scope's memories are reported (seed 002's `agent === 'shared'`).
 SHARED = SHARED_AGENT
 
-#: Seed 002's cognitive sectors per agent role; override per agent in the workflow file
-#: (`agents.<id>.memory_loader.sectors`) or per call.
-AGENT_SECTOR_PREFERENCES: dict[str, tuple[MemoryType, ...]] = {
-    "dev": (MemoryType.PROCEDURAL, MemoryType.SEMANTIC),
-    "qa": (MemoryType.REFLECTIVE, MemoryType.EPISODIC),
-    "architect": (MemoryType.SEMANTIC, MemoryType.REFLECTIVE),
-    "pm": (MemoryType.EPISODIC, MemoryType.SEMANTIC),
-    "po": (MemoryType.EPISODIC, MemoryType.SEMANTIC),
-    "sm": (MemoryType.PROCEDURAL, MemoryType.EPISODIC),
-}
-
-#: Seed 002's progressive-disclosure layers.
-LAYER_TIERS = {1: MemoryTier.HOT, 2: MemoryTier.WARM, 3: MemoryTier.COLD}
-
 # The single binding every loaded memory is packed under: one budget, one 70% gate.
 _BINDING = "memory"
-
-
-@dataclass(frozen=True)
-class LoadedMemory:
-    """One memory as handed to an agent: text, sector, tier, origin and cost."""
-
-    id: str
-    content: str
-    memory_type: MemoryType
-    tier: MemoryTier
-    agent: str  # the agent's own id, or "shared" for the project scope
-    score: float  # the store's relevance score (1.0 for every memory of a plain listing)
-    tokens: int  # tokens of this memory's block in `LoadResult.text`
-    tags: tuple[str, ...] = ()
-    created_at: datetime | None = None
-
-    @property
-    def sector(self) -> str:
-        """Seed 002's name for the memory type."""
-        return self.memory_type.value
-
-
-@dataclass(frozen=True)
-class LoadMetadata:
-    """What a load holds: count, tokens against the budget, tiers present, for whom."""
-
-    agent: str
-    count: int
-    tokens_used: int
-    budget: int
-    tiers: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LoadMetrics:
-    """How a load went: `ok`, `timeout` or `error`, and how long it took."""
-
-    status: Status
-    duration_ms: float
-    started_at: datetime
-    ended_at: datetime
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """Seed 002's result: `memories`, `metadata`, `metrics`, plus `text`, the rendered
-    memories exactly as counted (`metadata.tokens_used` tokens, never above the budget)."""
-
-    memories: list[LoadedMemory]
-    metadata: LoadMetadata
-    metrics: LoadMetrics
-    text: str = ""
-
-
-@dataclass(frozen=True)
-class _Request:
-    agent_id: str
-    budget: int
-    tiers: tuple[MemoryTier, ...]
-    sectors: tuple[MemoryType, ...] | None
-    tags: tuple[str, ...] = ()
-    match: Literal["all", "any"] = "all"
-    text: str = ""
-    since: datetime | None = None
-    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -128,71 +59,6 @@ class _Gathered:
     tokens: int
     status: Status = "ok"
     detail: str = ""
-
-
-def _tiers(layers: Iterable[int | str | MemoryTier]) -> tuple[MemoryTier, ...]:
-    if isinstance(layers, (int, str)):  # one layer (a MemoryTier is a str)
-        layers = [layers]
-    if not isinstance(layers, Iterable):
-        raise InvalidRequest(
-            f"layers {layers!r} must be a list of layers such as (1, 2) for HOT and WARM"
-        )
-    tiers: list[MemoryTier] = []
-    for layer in layers:
-        if isinstance(layer, int) and not isinstance(layer, bool) and layer in LAYER_TIERS:
-            tier = LAYER_TIERS[layer]
-        else:
-            try:
-                tier = MemoryTier(str(layer).lower())
-            except ValueError:
-                raise InvalidRequest(
-                    f"layer {layer!r} is not 1 (hot), 2 (warm), 3 (cold) or a tier name"
-                ) from None
-        if tier not in tiers:
-            tiers.append(tier)
-    if not tiers:
-        raise InvalidRequest("layers is empty; pass e.g. (1, 2) for HOT and WARM")
-    return tuple(sorted(tiers, key=list(LAYER_TIERS.values()).index))
-
-
-def _sectors(sectors: Iterable[MemoryType | str] | None) -> tuple[MemoryType, ...] | None:
-    if sectors is None:
-        return None
-    if isinstance(sectors, str):
-        sectors = [sectors]
-    try:
-        chosen = tuple(dict.fromkeys(MemoryType(str(s).lower()) for s in sectors))
-    except ValueError as exc:
-        choices = ", ".join(t.value for t in MemoryType)
-        raise InvalidRequest(f"sectors: {exc}; use {choices}") from None
-    if not chosen:
-        raise InvalidRequest("sectors is empty; pass None for every type")
-    return chosen
-
-
-def workflow_options(workflow: Any) -> dict[str, Any]:
-    """Loader options from a workflow file: each agent's `memory_loader:` budget and sectors,
-    and the file's token encoding."""
-    settings = {agent: config.memory_loader for agent, config in workflow.agents.items()}
-    return {
-        "budgets": {a: s.budget for a, s in settings.items() if s.budget is not None},
-        "sectors": {a: s.sectors for a, s in settings.items() if s.sectors},
-        "encoding": workflow.budget.encoding,
-    }
-
-
-def _days_ago(days: float) -> datetime:
-    """The moment `days` days ago; further back than the calendar goes, its first moment."""
-    try:
-        return utcnow() - timedelta(days=days)
-    except OverflowError:  # days=inf or 10**9: every memory is that recent
-        return datetime.min.replace(tzinfo=UTC)
-
-
-def _count(name: str, value: object, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise InvalidRequest(f"{name} {value!r} must be an integer >= {least}")
-    return value
 
 
 class AsyncMemoryLoader:
@@ -233,10 +99,10 @@ class AsyncMemoryLoader:
         self.project_id = project_id
         self._store_source = store
         self._store: MemoryStore | None = None
-        self.budgets = {agent: _count("budget", b, 0) for agent, b in (budgets or {}).items()}
+        self.budgets = {agent: counted("budget", b, 0) for agent, b in (budgets or {}).items()}
         self.sectors: dict[str, tuple[MemoryType, ...]] = dict(AGENT_SECTOR_PREFERENCES)
         for agent, chosen in (sectors or {}).items():
-            self.sectors[agent] = _sectors(chosen)  # type: ignore[assignment]
+            self.sectors[agent] = sectors_of(chosen)  # type: ignore[assignment]
         if timeout_ms is not None and (
             isinstance(timeout_ms, bool)
             or not isinstance(timeout_ms, (int, float))
@@ -283,11 +149,11 @@ class AsyncMemoryLoader:
         result holds no memories.
         """
         return await self._load(
-            _Request(
+            LoadRequest(
                 self._agent(agent_id),
                 self._budget(agent_id, budget),
-                _tiers(layers),
-                self.sectors_for(agent_id) if sectors is None else _sectors(sectors),
+                tiers_of(layers),
+                self.sectors_for(agent_id) if sectors is None else sectors_of(sectors),
             )
         )
 
@@ -312,27 +178,27 @@ class AsyncMemoryLoader:
         `text` ranks by the store's relevance instead of recency.
         """
         if tier is not None:
-            tiers = _tiers([tier])
+            tiers = tiers_of([tier])
         elif layer is not None:
-            tiers = _tiers([layer])
+            tiers = tiers_of([layer])
         elif isinstance(attention_min, bool) or not isinstance(attention_min, (int, float)):
             raise InvalidRequest(f"attention_min {attention_min!r} must be a number")
         else:
             # seed 002: HOT above 0.7 attention, WARM from 0.3, COLD below
-            tiers = _tiers(
+            tiers = tiers_of(
                 [1] if attention_min >= 0.7 else [1, 2] if attention_min >= 0.3 else [1, 2, 3]
             )
         if not isinstance(text, str):
             raise InvalidRequest(f"text {text!r} must be a string")
         result = await self._load(
-            _Request(
+            LoadRequest(
                 self._agent(agent_id),
                 self._budget(agent_id, token_budget),
                 tiers,
-                self.sectors_for(agent_id) if sectors is None else _sectors(sectors),
+                self.sectors_for(agent_id) if sectors is None else sectors_of(sectors),
                 tags=tuple(normalize_tags(tags)),
                 text=text,
-                limit=_count("limit", limit, 1),
+                limit=counted("limit", limit, 1),
             )
         )
         return self._memories(result, "query_memories")
@@ -370,14 +236,14 @@ class AsyncMemoryLoader:
         if match not in ("all", "any"):
             raise InvalidRequest(f"match {match!r} must be 'all' or 'any'")
         result = await self._load(
-            _Request(
+            LoadRequest(
                 self._agent(agent_id),
                 self._budget(agent_id, token_budget),
                 (MemoryTier.HOT, MemoryTier.WARM),
                 self.sectors_for(agent_id),
                 tags=wanted,
                 match=match,
-                limit=_count("limit", limit, 1),
+                limit=counted("limit", limit, 1),
             )
         )
         return self._memories(result, "search_by_tags")
@@ -394,13 +260,13 @@ class AsyncMemoryLoader:
         if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
             raise InvalidRequest(f"days {days!r} must be a number > 0")
         result = await self._load(
-            _Request(
+            LoadRequest(
                 self._agent(agent_id),
                 self._budget(agent_id, token_budget),
                 (MemoryTier.HOT, MemoryTier.WARM),
                 self.sectors_for(agent_id),
-                since=_days_ago(days),
-                limit=_count("limit", limit, 1),
+                since=days_ago(days),
+                limit=counted("limit", limit, 1),
             )
         )
         memories = self._memories(result, "get_recent_memories")
@@ -420,7 +286,7 @@ class AsyncMemoryLoader:
         return agent_id
 
     def _budget(self, agent_id: str, budget: object) -> int:
-        return self.budget_for(agent_id) if budget is None else _count("budget", budget, 0)
+        return self.budget_for(agent_id) if budget is None else counted("budget", budget, 0)
 
     def _memories(self, result: LoadResult, method: str) -> list[LoadedMemory]:
         if result.metrics.status != "ok":
@@ -433,7 +299,7 @@ class AsyncMemoryLoader:
             )
         return result.memories
 
-    async def _load(self, request: _Request) -> LoadResult:
+    async def _load(self, request: LoadRequest) -> LoadResult:
         outcome = await run_degraded(
             lambda: self._gather_and_pack(request), timeout_ms=self.timeout_ms, fallback=None
         )
@@ -463,7 +329,7 @@ class AsyncMemoryLoader:
             self._store = resolve_store(self._store_source)
         return self._store
 
-    async def _gather_and_pack(self, request: _Request) -> _Gathered:
+    async def _gather_and_pack(self, request: LoadRequest) -> _Gathered:
         store = self._resolve()
         created: dict[tuple[Scope, str], datetime | None] = {}
 
@@ -540,7 +406,7 @@ class AsyncMemoryLoader:
         return _Gathered(memories, "".join(blocks), sum(m.tokens for m in memories))
 
     @staticmethod
-    def _tags_match(tags: list[str], request: _Request) -> bool:
+    def _tags_match(tags: list[str], request: LoadRequest) -> bool:
         if request.match == "any":
             return any(tag in tags for tag in request.tags)
         return all(tag in tags for tag in request.tags)

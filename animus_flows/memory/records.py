@@ -244,7 +244,11 @@ class Memory(BaseModel):
     while it is current; the layer keeps it, so recall need not search for newer versions.
     `successor_unknown` is True for a memory read from a record stored before the layer kept
     `superseded_by`, until the layer has looked its newer versions up; it is no part of the
-    record's JSON.
+    record's JSON. Nor is `ledger_version`: on a store that keeps a ledger (the durable
+    backend), the ledger's version of this memory's record when the layer read or wrote it
+    (`get_memory`, `remember`, `update_memory`), which `update_memory(memory,
+    expected_version=...)` takes; None elsewhere. It counts every stored change of this one
+    record, where `version` counts the versions `update_with_version` made (docs/memory.md).
 
     Raises:
         InvalidRequest: a field is invalid, naming the field, its value and what it must be.
@@ -284,6 +288,7 @@ class Memory(BaseModel):
     entities: Annotated[list[Entity], BeforeValidator(_entities)] = Field(default_factory=list)
     superseded_by: StrictStr | None = None
     successor_unknown: StrictBool = Field(default=False, exclude=True)
+    ledger_version: Annotated[StrictInt, Field(ge=1)] | None = Field(default=None, exclude=True)
 
     def __init__(self, **fields: Any) -> None:
         try:
@@ -372,7 +377,9 @@ class Memory(BaseModel):
 
 
 #: The fields of a record, as its JSON has them.
-RECORD_FIELDS = tuple(name for name in Memory.model_fields if name != "successor_unknown")
+RECORD_FIELDS = tuple(
+    name for name in Memory.model_fields if name not in ("successor_unknown", "ledger_version")
+)
 _NULL_DEFAULTS = frozenset({"tags", "metadata", "entities", "created_at", "updated_at"})
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from animus_flows.errors import AnimusError, StoreError
+from animus_flows.ledger import LedgerStore
 from animus_flows.memory.entities import extract_entities
 from animus_flows.memory.records import REDACTION_KEYS, Memory, normalize_tags
 from animus_flows.memory.store_form import (
@@ -199,18 +200,38 @@ class ScopedStore:
         entry = (self.scope, memory.id, *to_store(memory, agent=self.agent))
         return entry if ttl_seconds is None else (*entry, ttl_seconds)  # type: ignore[return-value]
 
-    async def put(self, memory: Memory, ttl_seconds: int | None) -> None:
+    async def put(
+        self, memory: Memory, ttl_seconds: int | None, expected_version: int | None = None
+    ) -> None:
+        """Write one memory; on a store that keeps a ledger, as a versioned write (only over
+        `expected_version`, when given) that sets the memory's `ledger_version`."""
         value, metadata = to_store(memory, agent=self.agent)
+        if isinstance(self.store, LedgerStore):
+            written = await self.store.put_versioned(
+                self.scope,
+                memory.id,
+                value,
+                expected_version=expected_version,
+                metadata=metadata,
+                ttl_seconds=ttl_seconds,
+            )
+            memory.ledger_version = written.version
+            return
         await self.store.put(
             self.scope, memory.id, value, metadata=metadata, ttl_seconds=ttl_seconds
         )
 
     async def write(
-        self, memories: Sequence[Memory], *, expiring: dict[str, int] | None = None
+        self,
+        memories: Sequence[Memory],
+        *,
+        expiring: dict[str, int] | None = None,
+        expected_version: int | None = None,
     ) -> None:
         """Write `memories` over their keys, with the links they have looked up first.
         `expiring`: the remaining TTLs of the items they overwrite (see `ttls`), read here when
-        not given."""
+        not given. `expected_version`: of one memory, written only over that version of it in
+        the store's ledger (`ScopedStore.put`)."""
         if not memories:
             return
         await self.look_up_links(memories)  # so the rewrite records them
@@ -221,7 +242,7 @@ class ScopedStore:
             await put_many([self.entry(memory, expiring.get(memory.id)) for memory in memories])
             return
         for memory in memories:
-            await self.put(memory, expiring.get(memory.id))
+            await self.put(memory, expiring.get(memory.id), expected_version)
 
     async def write_all_or_nothing(
         self,

@@ -67,11 +67,92 @@ class MemoryOpEvent:
 
     @cached_property
     def log_line(self) -> str:
-        """One line of JSON, keys sorted: what logs and the JSONL file hold."""
+        """One line of JSON, keys sorted: what the JSONL file (and `LoggerSink`) hold."""
         return json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True)
+
+    @property
+    def degraded(self) -> bool:
+        """Whether the operation left its phase with less than it asked for (see
+        `DEGRADED_STATUSES`)."""
+        return self.status in DEGRADED_STATUSES
+
+    @property
+    def sentence(self) -> str:
+        """The operation as a person reads it in a run's logs, e.g. `query market-context on
+        memory-local: 7 hits, 165 tokens injected, 5.9 ms`."""
+        return describe(self)
 
 
 _FIELDS = tuple(f.name for f in fields(MemoryOpEvent))
+
+#: The statuses that make a flow run `Degraded`: the phase went on without what it asked for.
+#: (`denied` is a store refusing a write it should refuse, not a fault.)
+DEGRADED_STATUSES = ("timeout", "error", "unmatched")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def describe(event: MemoryOpEvent) -> str:
+    """One sentence per operation and status (see `MemoryOpEvent.sentence`)."""
+    label = event.binding or event.plugin_id
+    what = f"{event.op} {label} on {event.plugin_id}"
+    took = f"{event.latency_ms:.1f} ms"
+    detail = event.detail.removesuffix("; went on without it")
+    if event.status == "timeout":
+        return f"{what} timed out after {took} ({detail}); the phase went on without it"
+    if event.status == "error":
+        return f"{what} failed after {took} ({detail}); the phase went on without it"
+    if event.status == "unmatched":
+        return f"{what}: {detail or 'no store matches'}; the binding did nothing"
+    if event.status == "denied":
+        return f"{what} was refused by the store: {detail or 'no detail'}"
+    if event.op == "put":
+        return f"{what}: {detail or 'stored'}, {_plural(event.bytes_in, 'byte')}, {took}"
+    if detail.startswith("not queried"):
+        return f"{what}: {detail}"
+    notes = "; ".join(n for n in detail.split("; ") if n and not n.startswith("injected "))
+    return (
+        f"{what}: {_plural(event.result_count, 'hit')}, {event.tokens_deducted} tokens "
+        f"injected, {took}" + (f" ({notes})" if notes else "")
+    )
+
+
+def degraded_ops(events: Sequence[MemoryOpEvent]) -> list[dict[str, Any]]:
+    """The operations that degraded a run, in order, as `animus run --json` lists them under
+    `degraded`: `{"phase", "op", "binding", "plugin", "status", "detail"}`."""
+    return [
+        {
+            "phase": event.phase_id,
+            "op": event.op,
+            "binding": event.binding,
+            "plugin": event.plugin_id,
+            "status": event.status,
+            "detail": event.detail,
+        }
+        for event in events
+        if event.degraded
+    ]
+
+
+def degraded_message(events: Sequence[MemoryOpEvent]) -> str | None:
+    """The one line that says how a run degraded, or None when it did not: e.g. `2 memory
+    operations degraded: 1 timeout (market-context), 1 unmatched (company-wiki)`."""
+    by_status: dict[str, list[str]] = {}
+    count = 0
+    for event in events:
+        if event.degraded:
+            count += 1
+            by_status.setdefault(event.status, []).append(event.binding or event.plugin_id)
+    if not count:
+        return None
+    parts = [
+        f"{len(labels)} {status} ({', '.join(dict.fromkeys(labels))})"
+        for status in DEGRADED_STATUSES
+        if (labels := by_status.get(status))
+    ]
+    return f"{count} memory operation{'' if count == 1 else 's'} degraded: {', '.join(parts)}"
 
 
 class AuditSink(Protocol):

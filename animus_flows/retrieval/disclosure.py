@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from animus_flows.budget import DEFAULT_TIER, TIERS
+
+if TYPE_CHECKING:
+    from animus_flows.config.models import MemoryBinding
 
 SENSITIVITIES = ("public", "personal", "confidential", "secret")
 MEMORY_TYPES = ("episodic", "semantic", "procedural", "active", "reflective")
@@ -98,6 +101,12 @@ class ReadRules:
 
     tiers: tuple[str, ...] = ("hot", "warm")
     memory_types: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, binding: MemoryBinding) -> ReadRules:
+        """What a workflow file's memory binding may disclose: its `tiers` and `memory_types`."""
+        types = tuple(binding.memory_types) if binding.memory_types else None
+        return cls(tuple(binding.tiers), types)
 
     def store_filters(self) -> dict[str, Any]:
         """Filters that keep a store's top_k for what these rules may disclose."""

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from animus_flows.budget import CATEGORIES, PackResult, TokenBudget
+from animus_flows.config.models import MemoryBinding
 from animus_flows.hooks.contract import MemoryContext
-from animus_flows.retrieval.audit import MemoryOpEvent
+from animus_flows.retrieval.audit import MemoryOpEvent, degraded_message
 
 MAX_KEY_LENGTH = 96
 
@@ -27,17 +30,19 @@ def artifact_key(prefix: str, ident: str) -> str:
     return f"{prefix}-{slug}"[:MAX_KEY_LENGTH].rstrip("-")
 
 
+# What a person reads first comes first: at 1600 px the long columns (scope, detail) would
+# push the status and the latency off-screen.
 OPS_COLUMNS = (
     "op",
     "status",
     "binding",
-    "plugin_id",
-    "scope",
+    "latency_ms",
     "result_count",
     "tokens_deducted",
-    "latency_ms",
+    "plugin_id",
     "bytes_in",
     "bytes_out",
+    "scope",
     "detail",
 )
 
@@ -78,9 +83,58 @@ def _fenced(text: str) -> list[str]:
     return [f"{fence}text", text, fence]
 
 
-def context_markdown(phase_id: str, context: MemoryContext, pack: PackResult | None) -> str:
-    """What was injected into a phase, with scores and tokens, and what was left out."""
+@dataclass(frozen=True)
+class BudgetLine:
+    """One budget as a phase left it: its cap (None: no cap) and the tokens used against it."""
+
+    name: str
+    cap: int | None
+    used: int
+
+    @property
+    def left(self) -> int | None:
+        return None if self.cap is None else max(0, self.cap - self.used)
+
+
+def budget_left(
+    budget: TokenBudget, phase_id: str, bindings: Sequence[MemoryBinding]
+) -> list[BudgetLine]:
+    """The budgets of a phase as it ends: each reading binding's, the phase cap, the flow's.
+
+    Taken when the phase ends (later phases spend the flow budget); a binding's line counts
+    what it injected in this phase.
+    """
+    ledger = budget.ledger
+    lines = []
+    for binding in bindings:
+        if binding.read and binding.query_strategy != "none" and binding.applies_to(phase_id):
+            used = sum(
+                entry.tokens
+                for entry in ledger
+                if entry.phase_id == phase_id and entry.binding == binding.binding
+            )
+            lines.append(BudgetLine(f"binding {binding.binding}", binding.budget_tokens, used))
+    lines.append(BudgetLine(f"phase cap ({phase_id})", budget.phase_tokens, budget.used(phase_id)))
+    lines.append(BudgetLine("flow budget", budget.flow_tokens, budget.used()))
+    return lines
+
+
+def context_markdown(
+    phase_id: str,
+    context: MemoryContext,
+    pack: PackResult | None,
+    budgets: Sequence[BudgetLine] = (),
+    events: Sequence[MemoryOpEvent] = (),
+    failure: str | None = None,
+) -> str:
+    """What was injected into a phase, with scores and tokens; the budgets it left; its
+    memory operations; the exact text; what was left out. A failed phase says why first."""
     lines = [f"# Memory context for phase `{phase_id}`", ""]
+    if failure is not None:
+        lines += [f"**The phase failed:** {_cell(failure)}", ""]
+    degraded = [event for event in events if event.degraded]
+    if degraded:
+        lines += [f"**Degraded:** {_cell(degraded_message(degraded) or '')}.", ""]
     if not context.items:
         why = ""
         if pack is not None and pack.dropped:
@@ -91,16 +145,43 @@ def context_markdown(phase_id: str, context: MemoryContext, pack: PackResult | N
         lines += [
             f"{len(context.items)} item(s), {context.tokens} tokens.",
             "",
-            "| binding | key | tier | score | tokens |",
-            "| --- | --- | --- | ---: | ---: |",
+            "| binding | tier | score | tokens | key |",
+            "| --- | --- | ---: | ---: | --- |",
         ]
         lines += [
-            f"| {_cell(i.binding)} | {_cell(i.key)} | {i.tier or 'untiered'} | {i.score:.3f} "
-            f"| {i.tokens} |"
+            f"| {_cell(i.binding)} | {i.tier or 'untiered'} | {i.score:.3f} | {i.tokens} "
+            f"| {_cell(i.key)} |"
             for i in context.items
         ]
+        lines.append("")
+    if budgets:
         lines += [
+            "## Budget left after this phase",
             "",
+            "| budget | cap | used | left |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {_cell(b.name)} | {'no cap' if b.cap is None else b.cap} | {b.used} "
+            f"| {'no cap' if b.left is None else b.left} |"
+            for b in budgets
+        ]
+        lines.append("")
+    if events:
+        lines += [
+            "## Memory operations",
+            "",
+            "| op | status | binding | latency ms | hits | tokens | detail |",
+            "| --- | --- | --- | ---: | ---: | ---: | --- |",
+        ]
+        lines += [
+            f"| {e.op} | {e.status} | {_cell(e.binding or e.plugin_id)} | {e.latency_ms:.1f} "
+            f"| {e.result_count} | {e.tokens_deducted} | {_cell(e.detail)} |"
+            for e in events
+        ]
+        lines.append("")
+    if context.items:
+        lines += [
             "## Exact text handed to the runner",
             "",
             *_fenced(context.text.rstrip("\n")),
@@ -112,7 +193,7 @@ def context_markdown(phase_id: str, context: MemoryContext, pack: PackResult | N
             f"| {_cell(d.candidate.binding)} | {_cell(d.candidate.key)} | {d.reason} |"
             for d in pack.dropped
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def budget_markdown(workflow: str, budget: TokenBudget) -> str:

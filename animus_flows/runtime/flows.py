@@ -8,24 +8,26 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from prefect import Flow, Task, flow, get_run_logger, task
+from prefect import Flow, State, Task, flow, get_run_logger, task
 from prefect.cache_policies import NONE
 from prefect.context import FlowRunContext
+from prefect.states import Completed
 
 from animus_flows.config.loader import load_workflow, workflow_warnings
 from animus_flows.config.models import PhaseConfig, WorkflowFile
 from animus_flows.protocol import Scope
 from animus_flows.redaction import get_logger, redacted_errors
-from animus_flows.retrieval.audit import LoggerSink
 from animus_flows.runtime.engine import (
     CompiledWorkflow,
     RunState,
     compile_workflow,
     finish_run,
+    missing_task_id_warning,
     resolve_source,
     run_phase,
 )
-from animus_flows.runtime.sinks import Outbox, PrefectEventSink, Queued
+from animus_flows.runtime.sinks import Outbox, PrefectEventSink, Queued, RunLogSink
+from animus_flows.stores.registry import PluginRegistry
 
 logger = get_logger("animus_flows.runtime")
 
@@ -73,45 +75,72 @@ async def run_phase_task(state: RunState, phase: PhaseConfig) -> None:
         _current_phase.reset(reset)
 
 
-def prefect_sinks(log: Any, flow_run_id: str | None, workflow: str, outbox: Outbox) -> list[Queued]:
-    """The flow run's log and its event stream, each fed through the outbox."""
+def prefect_sinks(
+    log: Any, flow_run_id: str | None, workflow: str, outbox: Outbox, plugins: PluginRegistry
+) -> list[Queued]:
+    """The phases' task-run logs and the event stream, each fed through the outbox."""
     return [
-        Queued(LoggerSink(log), outbox),
-        Queued(PrefectEventSink(flow_run_id, workflow), outbox),
+        Queued(RunLogSink(log), outbox),
+        Queued(PrefectEventSink(flow_run_id, workflow, plugins.block_document), outbox),
     ]
 
 
-async def execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, Any]:
-    """Run every phase of `compiled` inside the current flow run; returns the run summary."""
+#: The name of the COMPLETED-type state of a run in which a memory operation degraded.
+DEGRADED_STATE = "Degraded"
+
+
+async def execute(
+    compiled: CompiledWorkflow, task_id: str | None
+) -> dict[str, Any] | State[dict[str, Any]]:
+    """Run every phase of `compiled` inside the current flow run; returns the run summary,
+    or, when a memory operation degraded, a `Degraded` state holding it (see `_execute`)."""
     with redacted_errors():  # what fails here leaves through Prefect's state and logs
         if task_id:  # an id is shown in every artifact and log line: no control chars, no secret
             Scope(compiled.workflow.project_id, task_id=task_id)
         return await _execute(compiled, task_id)
 
 
-async def _execute(compiled: CompiledWorkflow, task_id: str | None) -> dict[str, Any]:
+async def _execute(
+    compiled: CompiledWorkflow, task_id: str | None
+) -> dict[str, Any] | State[dict[str, Any]]:
+    """The run's phases, then its budget ledger, whatever failed.
+
+    A run in which any memory operation ended `timeout`, `error` or `unmatched` returns a
+    COMPLETED-type state named `Degraded` whose message counts them; Prefect makes it the
+    flow run's final state, and calling the flow still returns the summary.
+    """
     context = FlowRunContext.get()
     flow_run_id = str(context.flow_run.id) if context and context.flow_run else None
     log = get_run_logger()
     for warning in workflow_warnings(compiled.workflow):
         log.warning("%s", warning)
+    if warning := missing_task_id_warning(compiled, task_id):
+        log.warning("%s", warning)
     outbox = Outbox()
+    plugins = PluginRegistry(compiled.workflow)
     state = RunState.start(
         compiled,
         task_id or None,
         flow_run_id,
-        prefect_sinks(log, flow_run_id, compiled.name, outbox),
+        prefect_sinks(log, flow_run_id, compiled.name, outbox, plugins),
         outbox,
         log,
+        plugins,
     )
     try:
         for phase in compiled.phases:
             await run_phase_task(state, phase)
-        finish_run(state)
     finally:
-        await outbox.drain()
-        await state.plugins.aclose()
-    return state.summary()
+        try:
+            finish_run(state)
+            await outbox.drain()
+        finally:
+            await state.plugins.aclose()
+    summary = state.summary()
+    message = state.degraded_message()
+    if message is None:
+        return summary
+    return Completed(name=DEGRADED_STATE, message=message, data=summary)
 
 
 def workflow_flow(source: str | Path | WorkflowFile, name: str | None = None) -> Flow[..., Any]:

@@ -1,15 +1,39 @@
-"""Import hooks and runners named in the workflow file, at load time, with clear errors."""
+"""Import hooks and runners named in the workflow file, at load time, with clear errors.
+
+An import path that names nothing gets a did-you-mean: the close names among the module's
+callables, the package's modules, or the folder's files.
+"""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
+import pkgutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from animus_flows.errors import ConfigError
+
+
+def _suggest(wrong: str, known: Iterable[str], fallback: str) -> str:
+    close = difflib.get_close_matches(wrong, sorted(set(known)), n=1)
+    return f"did you mean {close[0]!r}?" if close else fallback
+
+
+def _module_names(module_name: str) -> list[str]:
+    """Importable module names beside `module_name` (in its package, or top-level)."""
+    parent, _, _ = module_name.rpartition(".")
+    if not parent:
+        return [module.name for module in pkgutil.iter_modules()]
+    try:
+        package = importlib.import_module(parent)
+    except ImportError:
+        return []
+    path = getattr(package, "__path__", None)
+    return [f"{parent}.{module.name}" for module in pkgutil.iter_modules(path)] if path else []
 
 
 def import_callable(path: str, base_dir: Path, *, what: str) -> Callable[..., Any]:
@@ -18,9 +42,9 @@ def import_callable(path: str, base_dir: Path, *, what: str) -> Callable[..., An
     if module_name.endswith(".py"):
         file = (base_dir / module_name).resolve()
         if not file.is_file():
-            raise ConfigError(
-                f"{what} {path!r}: no file {file}; fix the path (relative to the YAML file)"
-            )
+            files = [str(p.relative_to(base_dir)) for p in base_dir.glob("**/*.py")]
+            hint = _suggest(module_name, files, "fix the path (relative to the YAML file)")
+            raise ConfigError(f"{what} {path!r}: no file {file}; {hint}")
         unique = f"animus_user_{abs(hash(str(file)))}"
         module = sys.modules.get(unique)
         if module is None:
@@ -38,14 +62,19 @@ def import_callable(path: str, base_dir: Path, *, what: str) -> Callable[..., An
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
+            missing = getattr(exc, "name", None)
+            hint = "install it or fix the path"
+            if missing and module_name.startswith(missing):  # the named module, not a dependency
+                hint = _suggest(module_name, _module_names(module_name), hint)
             raise ConfigError(
-                f"{what} {path!r}: cannot import {module_name!r} ({exc}); "
-                "install it or fix the path"
+                f"{what} {path!r}: cannot import {module_name!r} ({exc}); {hint}"
             ) from None
     target = getattr(module, attribute, None)
     if not callable(target):
-        raise ConfigError(
-            f"{what} {path!r}: {module_name!r} has no callable {attribute!r}; "
-            "define it there or fix the name after ':'"
-        )
+        callables = [
+            name for name, value in vars(module).items()
+            if callable(value) and not name.startswith("_")
+        ]  # fmt: skip
+        hint = _suggest(attribute, callables, "define it there or fix the name after ':'")
+        raise ConfigError(f"{what} {path!r}: {module_name!r} has no callable {attribute!r}; {hint}")
     return target

@@ -1,7 +1,8 @@
 """`animus preflight`: what a run would find, before it runs.
 
-Stores with their capabilities and whether they answer; every binding as matched or unmatched
-(an unmatched binding is a no-op at run time, never an error); warnings.
+Runners and hooks that do not import; stores with their capabilities and whether they
+answer; every binding as matched or unmatched (an unmatched binding is a no-op at run time,
+never an error); warnings, one per problem; what was not checked and why.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from animus_flows.config.loader import load_workflow, workflow_warnings
 from animus_flows.config.models import WorkflowFile
 from animus_flows.errors import AnimusError
 from animus_flows.redaction import redact
-from animus_flows.runtime.engine import compile_workflow
-from animus_flows.stores.registry import PluginRegistry
+from animus_flows.runtime.engine import import_problems
+from animus_flows.stores.registry import PluginRegistry, prefect_server_configured
 
 REACH_TIMEOUT_S = 3.0
 # Loading a saved block may first start Prefect's temporary server (several seconds): that is
@@ -65,12 +66,27 @@ async def _probe(registry: PluginRegistry, plugin_id: str, kind: str) -> dict[st
     return entry
 
 
+#: What preflight says when it does not look undeclared plugins up among saved blocks.
+BLOCKS_SKIPPED = (
+    "saved Prefect blocks were not looked up: no Prefect server is configured "
+    "(PREFECT_API_URL is unset), and starting Prefect's temporary server only for that takes "
+    "seconds; `animus run` looks there, or set PREFECT_API_URL to check now"
+)
+
+
 async def preflight(workflow: WorkflowFile) -> dict[str, Any]:
-    """The preflight report of a loaded workflow file."""
-    warnings = list(workflow_warnings(workflow))
-    for name in workflow.workflows:
-        compile_workflow(workflow, name)  # unimportable hooks or runners are config errors
-    registry = PluginRegistry(workflow)
+    """The preflight report of a loaded workflow file.
+
+    Every runner and hook is imported (`errors` lists, located, each that cannot be); every
+    store is opened and asked for one scope; every binding is matched or unmatched, with one
+    warning per unmatched binding. A binding whose plugin is not under `stores:` is looked up
+    among saved Prefect blocks only when a Prefect server is configured (`skipped` says so).
+    """
+    errors = import_problems(workflow)
+    warnings = list(workflow_warnings(workflow, undeclared_plugins=False))
+    use_blocks = prefect_server_configured(read_settings=True)
+    registry = PluginRegistry(workflow, use_blocks=use_blocks)
+    skipped: list[str] = []
     try:
         stores = [
             await _probe(registry, plugin_id, spec.type)
@@ -81,24 +97,45 @@ async def preflight(workflow: WorkflowFile) -> dict[str, Any]:
         matched, unmatched = [], []
         for owner, bindings in owners:
             for binding in bindings:
-                entry = {
+                entry: dict[str, Any] = {
                     "owner": owner,
                     "binding": binding.binding,
                     "plugin": binding.plugin,
                     "read": binding.read,
                     "write": binding.write,
                 }
+                declared = binding.plugin in workflow.stores
+                if not declared and not use_blocks:
+                    entry["blocks_checked"] = False
+                    unmatched.append(entry)
+                    warnings.append(
+                        f"{owner}: binding {binding.binding!r}: plugin {binding.plugin!r} is "
+                        "not under stores: and saved blocks were not looked up; the binding "
+                        "is a no-op unless a saved block has that name"
+                    )
+                    skipped.append(BLOCKS_SKIPPED)
+                    continue
                 try:
                     found = await registry.resolve(binding.plugin) is not None
                 except AnimusError as exc:
-                    found = False
-                    entry["error"] = str(exc)
-                (matched if found else unmatched).append(entry)
-        for entry in unmatched:
-            warnings.append(
-                f"{entry['owner']}: binding {entry['binding']!r} has no store {entry['plugin']!r}; "
-                "it is a no-op until one is declared under stores: or saved as a block"
-            )
+                    found, entry["error"] = False, _describe(exc)
+                if found:
+                    if document := registry.block_document(binding.plugin):
+                        entry["block"] = document[1]
+                    matched.append(entry)
+                    continue
+                unmatched.append(entry)
+                if declared:  # its store's own warning below says why
+                    continue
+                if "error" in entry:  # a block of that name that does not load
+                    why, status = f"{binding.plugin!r} does not load ({entry['error']})", "error"
+                else:
+                    why = f"no store or saved memory-store block is named {binding.plugin!r}"
+                    status = "unmatched"
+                warnings.append(
+                    f"{owner}: binding {binding.binding!r}: {why}; the binding is a no-op "
+                    f"(audited as {status}: the run ends Degraded)"
+                )
         warnings += [
             f"store {s['plugin_id']!r} is unreachable: {s['error']}"
             for s in stores
@@ -112,6 +149,8 @@ async def preflight(workflow: WorkflowFile) -> dict[str, Any]:
         "stores": stores,
         "memory_bindings": {"matched": matched, "unmatched": unmatched},
         "warnings": list(dict.fromkeys(warnings)),
+        "skipped": list(dict.fromkeys(skipped)),
+        "errors": errors,
     }
 
 

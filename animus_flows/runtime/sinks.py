@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
@@ -27,43 +28,118 @@ logger = get_logger("animus_flows.runtime")
 EVENT_NAME = "animus.memory.op"
 
 
-class PrefectEventSink:
-    """Each memory op as a Prefect event `animus.memory.op` about `animus.binding.<binding>`."""
+def _run_ids() -> tuple[str | None, str | None]:
+    """The flow run and task run of the current Prefect context (None outside one)."""
+    from prefect.context import FlowRunContext, TaskRunContext
 
-    def __init__(self, flow_run_id: str | None, workflow: str) -> None:
+    task_run = getattr(TaskRunContext.get(), "task_run", None)
+    flow_run = getattr(FlowRunContext.get(), "flow_run", None)
+    flow_run_id = flow_run.id if flow_run else getattr(task_run, "flow_run_id", None)
+    return (
+        str(flow_run_id) if flow_run_id else None,
+        str(task_run.id) if task_run else None,
+    )
+
+
+class PrefectEventSink:
+    """Each memory op as a Prefect event `animus.memory.op` about `animus.binding.<binding>`.
+
+    The resource is named `<op> <binding>` and labelled with the op, its status, phase and
+    latency, so the event feed reads without opening each event; the event is related to the
+    flow run, the phase's task run, the store, and the store's block document when the store
+    is a saved block (`block_documents` maps a plugin id to its document's id and name).
+    """
+
+    def __init__(
+        self,
+        flow_run_id: str | None,
+        workflow: str,
+        block_documents: Callable[[str], tuple[str, str] | None] = lambda plugin_id: None,
+    ) -> None:
         self.flow_run_id = flow_run_id
         self.workflow = workflow
+        self.block_documents = block_documents
 
     def record(self, event: MemoryOpEvent) -> None:
         from prefect.events import emit_event
 
         binding = event.binding or event.plugin_id
+        flow_run_id, task_run_id = _run_ids()
+        flow_run_id = flow_run_id or self.flow_run_id
         related = [
             {
                 "prefect.resource.id": f"animus.plugin.{event.plugin_id}",
                 "prefect.resource.role": "memory-store",
+                "prefect.resource.name": event.plugin_id,
             }
         ]
-        if self.flow_run_id:
+        if flow_run_id:
             related.append(
-                {
-                    "prefect.resource.id": f"prefect.flow-run.{self.flow_run_id}",
-                    "prefect.resource.role": "flow-run",
-                }
-            )
+                {"prefect.resource.id": f"prefect.flow-run.{flow_run_id}",
+                 "prefect.resource.role": "flow-run"}
+            )  # fmt: skip
+        if task_run_id:
+            related.append(
+                {"prefect.resource.id": f"prefect.task-run.{task_run_id}",
+                 "prefect.resource.role": "task-run"}
+            )  # fmt: skip
+        if document := self.block_documents(event.plugin_id):
+            document_id, name = document
+            related.append(
+                {"prefect.resource.id": f"prefect.block-document.{document_id}",
+                 "prefect.resource.role": "block", "prefect.resource.name": name}
+            )  # fmt: skip
         emit_event(
             occurred=datetime.fromisoformat(event.occurred),  # the op's time, not the send's
             event=EVENT_NAME,
             resource={
                 "prefect.resource.id": f"animus.binding.{binding}",
-                "prefect.resource.name": binding,
-                "animus.workflow": self.workflow,
-                "animus.phase": event.phase_id or "",
+                "prefect.resource.name": f"{event.op} {binding}",
+                "animus.op": event.op,
                 "animus.status": event.status,
+                "animus.phase": event.phase_id or "",
+                "animus.latency-ms": f"{event.latency_ms:.1f}",
+                "animus.workflow": self.workflow,
             },
             related=related,
             payload=event.to_json(),
         )
+
+
+class RunLogSink:
+    """Each memory op as one sentence in its phase's task-run log (`MemoryOpEvent.sentence`),
+    the event's fields attached to the record as `memory_op`; outside a task run, in `log`.
+
+    Recorded through an `Outbox`, which sends it in the context the op happened in, so the
+    line belongs to that phase's task run. It is stamped with the op's time, not the send's:
+    the UI orders a run's logs by their time.
+    """
+
+    def __init__(self, log: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+        self.log = log
+
+    def record(self, event: MemoryOpEvent) -> None:
+        from prefect.exceptions import MissingContextError
+        from prefect.logging import get_run_logger
+
+        level = logging.WARNING if event.status != "ok" else logging.INFO
+        try:
+            log: logging.Logger | logging.LoggerAdapter[Any] = get_run_logger()
+        except MissingContextError:
+            log = self.log
+        extra: dict[str, Any] = {}
+        if isinstance(log, logging.LoggerAdapter):  # its context (Prefect's run ids) as extra
+            extra = dict(log.process("", {})[1].get("extra") or {})
+            log = log.logger
+        if not log.isEnabledFor(level):
+            return
+        extra["memory_op"] = event.to_json()
+        record = log.makeRecord(
+            log.name, level, __file__, 0, "%s", (event.sentence,), None, extra=extra
+        )
+        record.created = datetime.fromisoformat(event.occurred).timestamp()
+        record.msecs = record.created % 1 * 1000
+        log.handle(record)
 
 
 class Outbox:

@@ -4,7 +4,7 @@ Backends with optional dependencies import lazily, so `animus_flows.stores` alwa
 """
 
 from animus_flows.stores.base import BaseStore
-from animus_flows.stores.sqlite import SQLiteStore
+from animus_flows.stores.sqlite import SQLiteLedgerStore, SQLiteStore
 from animus_flows.stores.sync import SyncStore
 
-__all__ = ["BaseStore", "SQLiteStore", "SyncStore"]
+__all__ = ["BaseStore", "SQLiteLedgerStore", "SQLiteStore", "SyncStore"]

@@ -4,7 +4,10 @@ Every path that opens a store for writing (the plugin registry behind the hook, 
 MCP servers and `animus memory serve`, and the memory layer) gets its store through this
 wrapper, so no write path can forget redaction: values and metadata have their secrets replaced
 by `[REDACTED:<type>]` markers (`animus_flows.redaction.redact_item`), and a key or scope id
-that holds a secret is refused, since identities are stored and shown as written.
+that holds a secret is refused, since identities are stored and shown as written. Around a
+store that keeps a ledger (`animus_flows.ledger.LedgerStore`) the wrapper is a
+`RedactingLedgerStore`, whose versioned writes are redacted too: the ledger never holds a
+secret the store would not.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from animus_flows.ledger import LedgerEvent, LedgerStore, VersionedItem
 from animus_flows.protocol import (
     JSON,
     RESERVED_METADATA_KEYS,
@@ -33,7 +37,8 @@ class RedactingStore:
     """A `MemoryStore` that redacts what it writes into `inner` and reads through unchanged.
 
     Every other attribute (`capabilities`, `aclose`, `optimize`, a plugin's `connect`, ...) is
-    the inner store's.
+    the inner store's. Around a store that keeps a ledger, `RedactingStore(inner)` is a
+    `RedactingLedgerStore`, so no versioned write gets past it unredacted.
 
     Example:
         ```python
@@ -46,6 +51,12 @@ class RedactingStore:
         item.value  # 'key [REDACTED:aws_access_key]'
         ```
     """
+
+    def __new__(cls, inner: MemoryStore) -> RedactingStore:
+        unwrapped = inner.inner if isinstance(inner, RedactingStore) else inner
+        if cls is RedactingStore and isinstance(unwrapped, LedgerStore):
+            cls = RedactingLedgerStore
+        return super().__new__(cls)
 
     def __init__(self, inner: MemoryStore) -> None:
         self.inner = inner.inner if isinstance(inner, RedactingStore) else inner
@@ -85,6 +96,37 @@ class RedactingStore:
         for scope, key, value, metadata, ttl_seconds in redacted:  # a store with no batch
             await self.inner.put(scope, key, value, metadata=metadata, ttl_seconds=ttl_seconds)
         return len(redacted)
+
+
+class RedactingLedgerStore(RedactingStore):
+    """`RedactingStore` around a store that keeps a ledger: `put_versioned` is redacted like
+    `put`, and the ledger's reads pass through."""
+
+    async def put_versioned(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        expected_version: int | None = None,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> VersionedItem:
+        value, metadata = _redacted(scope, key, value, metadata)
+        return await self.inner.put_versioned(  # type: ignore[attr-defined, no-any-return]
+            scope,
+            key,
+            value,
+            expected_version=expected_version,
+            metadata=metadata,
+            ttl_seconds=ttl_seconds,
+        )
+
+    async def get_versioned(self, scope: Scope, key: str) -> VersionedItem | None:
+        return await self.inner.get_versioned(scope, key)  # type: ignore[attr-defined, no-any-return]
+
+    async def ledger_events(self, scope: Scope, key: str) -> list[LedgerEvent]:
+        return await self.inner.ledger_events(scope, key)  # type: ignore[attr-defined, no-any-return]
 
 
 #: Metadata whose values are the memory layer's own fields, never free text.

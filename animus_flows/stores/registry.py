@@ -42,6 +42,11 @@ async def find_memory_blocks(name: str | None = None) -> dict[str, str]:
 
 async def load_block_store(slug_and_name: str) -> MemoryStore:
     """The store of a saved memory-store block, e.g. `animus-zep-memory-store/memory-zep`."""
+    return (await load_block_document(slug_and_name))[0]
+
+
+async def load_block_document(slug_and_name: str) -> tuple[MemoryStore, str | None]:
+    """The store of a saved memory-store block and the id of its block document."""
     from prefect.blocks.core import Block
 
     import animus_flows.blocks  # noqa: F401 - registers our block types for Block.aload
@@ -59,12 +64,22 @@ async def load_block_store(slug_and_name: str) -> MemoryStore:
             f"block {slug_and_name!r} is a {type(block).__name__}, not a memory-store block; "
             "use a block type with the memory-store capability"
         )
-    return get_store()
+    document_id = getattr(block, "_block_document_id", None)
+    return get_store(), None if document_id is None else str(document_id)
 
 
-def prefect_server_configured() -> bool:
-    """Whether PREFECT_API_URL names a server (flows run against one anyway)."""
-    return bool(os.environ.get("PREFECT_API_URL"))
+def prefect_server_configured(*, read_settings: bool = False) -> bool:
+    """Whether a Prefect server (or Prefect Cloud) is configured: PREFECT_API_URL in the
+    environment or, with `read_settings`, anywhere Prefect reads it (its profile, `.env`,
+    `prefect.toml`); that imports Prefect, a second or so, which commands on a file's own
+    stores need not pay."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    if not read_settings:
+        return False
+    from prefect.settings import get_current_settings
+
+    return bool(get_current_settings().api.url)
 
 
 def blocks_wanted(workflow: WorkflowFile, plugin_id: str | None) -> bool:
@@ -90,6 +105,11 @@ class PluginRegistry:
         self.use_blocks = use_blocks
         self._open: dict[str, MemoryStore] = {}
         self._missing: set[str] = set()
+        self._documents: dict[str, tuple[str, str]] = {}
+
+    def block_document(self, plugin_id: str) -> tuple[str, str] | None:
+        """The id and `slug/name` of the saved block `plugin_id` was loaded from, if any."""
+        return self._documents.get(plugin_id)
 
     def ids(self) -> list[str]:
         """Plugin ids declared in the file, in file order."""
@@ -123,8 +143,9 @@ class PluginRegistry:
         if store is not None or plugin_id in self._missing:
             return store
         spec = self.workflow.stores.get(plugin_id)
+        document: tuple[MemoryStore, str | None] | None = None
         if isinstance(spec, BlockRef):
-            store = await load_block_store(spec.block)
+            document, name = await load_block_document(spec.block), spec.block
         elif self.use_blocks:
             try:
                 found = await find_memory_blocks(plugin_id)
@@ -132,7 +153,11 @@ class PluginRegistry:
                 logger.warning("cannot list saved Prefect blocks for %r: %s", plugin_id, exc)
                 found = {}
             if plugin_id in found:
-                store = await load_block_store(found[plugin_id])
+                document, name = await load_block_document(found[plugin_id]), found[plugin_id]
+        if document is not None:
+            store, document_id = document
+            if document_id is not None:
+                self._documents[plugin_id] = (document_id, name)
         if store is None:
             self._missing.add(plugin_id)
             return None

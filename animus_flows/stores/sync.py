@@ -13,7 +13,10 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from animus_flows.ledger import require_ledger
+
 if TYPE_CHECKING:
+    from animus_flows.ledger import LedgerEvent, VersionedItem
     from animus_flows.protocol import (
         JSON,
         Capabilities,
@@ -161,6 +164,38 @@ class SyncStore:
 
     def count(self, scope: Scope) -> int:
         return self._run("count", scope)
+
+    # -- the ledger, where the store keeps one (`animus_flows.ledger.LedgerStore`) ------------
+
+    def get_versioned(self, scope: Scope, key: str) -> VersionedItem | None:
+        return self._run_ledger("get_versioned", scope, key)
+
+    def put_versioned(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        expected_version: int | None = None,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> VersionedItem:
+        return self._run_ledger(
+            "put_versioned",
+            scope,
+            key,
+            value,
+            expected_version=expected_version,
+            metadata=metadata,
+            ttl_seconds=ttl_seconds,
+        )
+
+    def ledger_events(self, scope: Scope, key: str) -> list[LedgerEvent]:
+        return self._run_ledger("ledger_events", scope, key)
+
+    def _run_ledger(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        require_ledger(self.store, name)
+        return self._run(name, *args, **kwargs)
 
     def reindex(self) -> int:
         """Index the store's items again, where the store keeps an index (SQLite)."""

@@ -15,6 +15,9 @@ Async-indexed stores override `eventually_consistent` to wait until writes are s
 Tests of optional capabilities skip when the store's flag is off, and tests of the optional
 in-process extension `BatchedKeyReads` when the store does not offer it.
 Needs pytest and pytest-asyncio (`pip install pytest pytest-asyncio`), in any asyncio mode.
+
+The suite is one class, longer than the ~500 lines other modules keep to, on purpose: it is
+the protocol's checklist, which a store's author reads top to bottom, section by section.
 """
 
 from __future__ import annotations

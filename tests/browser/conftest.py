@@ -6,8 +6,8 @@ browser and runs workflows of its own against them; `ui_page` is a fresh page pe
 These tests run last in the session (see `pytest_collection_modifyitems`): the server and the
 browser start when the first of them needs one and stop when the suite ends.
 
-The browser is /usr/bin/chromium from Debian (`apt-get install chromium`), never one that
-`playwright install` downloads. Without it (or without playwright) the tests skip with the
+The browser is /usr/bin/chromium from Debian (`apt-get install chromium`; ANIMUS_CHROMIUM
+names another path), never one that `playwright install` downloads. Without it (or without playwright) the tests skip with the
 reason; with CI=true they fail, so CI never passes without having looked at the UI.
 """
 
@@ -37,7 +37,9 @@ EXAMPLES = ROOT / "examples"
 BIN = Path(sys.executable).parent
 SCREENSHOTS = ROOT / "docs" / "assets" / "screenshots"
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's chromium; ANIMUS_CHROMIUM names another path to it (and lets a test check what a
+# machine without it does).
+CHROMIUM = Path(os.environ.get("ANIMUS_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

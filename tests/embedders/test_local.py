@@ -209,3 +209,28 @@ def test_one_thread_is_chosen_only_while_loading_and_a_users_choice_stands(tmp_p
         env={**env, "OMP_NUM_THREADS": "2"},
     )
     assert out.stdout.strip() == "2", out.stderr
+
+
+def test_compiling_a_workflow_loads_its_local_model_in_the_background(tmp_path):
+    # the first phase's query must not pay for the load within its deadline (500 ms default)
+    (tmp_path / "w.yaml").write_text(
+        "version: 1\nstores:\n  m: {type: sqlite, path: m.db, embedder: {type: local}}\n"
+        "agents:\n  a: {}\nworkflows:\n  w:\n    phases: [{id: p, agent: a, prompt: x}]\n"
+    )
+    code = (
+        "import time\n"
+        "from animus_flows import load_workflow\n"
+        "from animus_flows.embedders import local\n"
+        "from animus_flows.runtime.engine import compile_workflow\n"
+        "assert not local._loaded\n"
+        "compile_workflow(load_workflow('w.yaml'))\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not local._loaded and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "print(sorted(local._loaded))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['multilingual-e5-small']"

@@ -12,16 +12,9 @@ from typer.testing import CliRunner
 
 from animus_flows.cli import app
 from animus_flows.errors import ConfigError, StoreError, StoreTimeout, WriteDenied
-from animus_flows.mcp.binding_server import (
-    TOOL_GET,
-    TOOL_PUT,
-    TOOL_QUERY,
-    AuditContext,
-    BindingService,
-    audit_path,
-    find_binding,
-)
+from animus_flows.mcp.binding_server import TOOL_GET, TOOL_PUT, TOOL_QUERY, audit_path
 from animus_flows.mcp.binding_server import _answer as answer_tool
+from animus_flows.mcp.binding_service import AuditContext, BindingService, find_binding
 from animus_flows.protocol import Capabilities, Scope
 from animus_flows.retrieval.audit import AuditTrail
 from animus_flows.stores import BaseStore, SQLiteStore

@@ -1,9 +1,17 @@
 """The markdown a person reads in the Prefect UI: the token-budget ledger and the context."""
 
+from helpers import write_workflow
+
 from animus_flows.budget import TokenBudget
 from animus_flows.hooks.contract import InjectedItem, MemoryContext
 from animus_flows.retrieval.audit import MemoryOpEvent
-from animus_flows.runtime.artifacts import budget_markdown, context_markdown, ops_table
+from animus_flows.runtime.artifacts import (
+    OPS_COLUMNS,
+    budget_left,
+    budget_markdown,
+    context_markdown,
+    ops_table,
+)
 
 
 def test_the_budget_ledger_totals_each_phase_before_listing_every_deduction():
@@ -47,8 +55,8 @@ def test_keys_and_texts_from_stores_show_as_written_not_as_markup():
     markdown = context_markdown("research", context, None)
     (row,) = [line for line in markdown.splitlines() if line.startswith("| market |")]
     assert row == (
-        r"| market | &lt;img src=x onerror=alert(1)&gt;\*em\*\`code\`\|\[a\](http://example.com)"
-        " next | hot | 0.500 | 9 |"
+        r"| market | hot | 0.500 | 9 | &lt;img src=x onerror=alert(1)&gt;\*em\*\`code\`\|"
+        r"\[a\](http://example.com) next |"
     )
     assert "`````text\n" + text + "`````\n" in markdown
 
@@ -74,3 +82,82 @@ def test_the_ops_table_escapes_its_text_cells_which_the_ui_renders_as_markdown()
         2,
         0.0,
     )
+
+
+def test_the_ops_table_puts_what_a_person_reads_first_before_the_long_columns():
+    # at 1600 px the scope and the detail would push the status and latency off-screen
+    assert OPS_COLUMNS[:4] == ("op", "status", "binding", "latency_ms")
+    assert OPS_COLUMNS[-2:] == ("scope", "detail")
+    (row,) = ops_table([MemoryOpEvent("query", "local", "market", None, latency_ms=5.9)])
+    assert list(row) == list(OPS_COLUMNS)
+
+
+BUDGETED = """
+version: 1
+project: desk
+stores: {local: {type: sqlite, path: memory.db}}
+budget: {flow_tokens: 1000, phase_tokens: 400}
+agents:
+  analyst:
+    memory_bindings:
+      - {plugin: local, binding: market, budget_tokens: 200}
+      - {plugin: local, binding: journal, read: false, write: true}
+      - {plugin: local, binding: later, inject_when: {phases: [plan]}}
+workflows:
+  w:
+    phases: [{id: research, agent: analyst, prompt: "p"}, {id: plan, agent: analyst, prompt: "p"}]
+"""
+
+
+def test_memory_context_shows_the_budgets_left_as_the_phase_ended(tmp_path):
+    workflow = write_workflow(tmp_path, BUDGETED)
+    budget = TokenBudget(1000, 400)
+    budget.deduct("research", "prompt", 30)
+    budget.deduct("research", "memory", 150, binding="market")
+    left = budget_left(budget, "research", workflow.agents["analyst"].memory_bindings)
+    # the reading bindings of this phase only: not the write-only journal, not `later`
+    assert [(b.name, b.cap, b.used, b.left) for b in left] == [
+        ("binding market", 200, 150, 50),
+        ("phase cap (research)", 400, 180, 220),
+        ("flow budget", 1000, 180, 820),
+    ]
+    budget.deduct("plan", "prompt", 500)  # later phases do not change what was taken
+    context = MemoryContext(items=[], tokens=0, text="")
+    markdown = context_markdown("research", context, None, left)
+    section = markdown[markdown.index("## Budget left after this phase") :]
+    assert section.splitlines()[2:7] == [
+        "| budget | cap | used | left |",
+        "| --- | ---: | ---: | ---: |",
+        "| binding market | 200 | 150 | 50 |",
+        "| phase cap (research) | 400 | 180 | 220 |",
+        "| flow budget | 1000 | 180 | 820 |",
+    ]
+    uncapped = budget_left(TokenBudget(), "research", [])
+    assert "| flow budget | no cap | 0 | no cap |" in context_markdown(
+        "research", context, None, uncapped
+    )
+
+
+def test_memory_context_of_a_failed_degraded_phase_says_so_first_and_lists_its_ops():
+    events = [
+        MemoryOpEvent("query", "slow", "market", None, phase_id="research", latency_ms=501.2,
+                      status="timeout", detail="no answer within 500 ms; went on without it"),
+        MemoryOpEvent("query", "nowhere", "wiki", None, phase_id="research", status="unmatched",
+                      detail="no store or saved memory-store block named 'nowhere'"),
+    ]  # fmt: skip
+    context = MemoryContext(items=[], tokens=0, text="")
+    failure = "runner 'agent.py:run' failed in phase 'research': RuntimeError: model *down*"
+    lines = context_markdown("research", context, None, (), events, failure).splitlines()
+    assert lines[2] == (
+        r"**The phase failed:** runner 'agent.py:run' failed in phase 'research': "
+        r"RuntimeError: model \*down\*"
+    )
+    assert lines[4] == (
+        "**Degraded:** 2 memory operations degraded: 1 timeout (market), 1 unmatched (wiki)."
+    )
+    ops = lines[lines.index("## Memory operations") + 2 :]
+    assert ops[:3] == [
+        "| op | status | binding | latency ms | hits | tokens | detail |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+        "| query | timeout | market | 501.2 | 0 | 0 | no answer within 500 ms; went on without it |",
+    ]

@@ -73,6 +73,19 @@ def test_run_json_prints_exactly_the_summary(project):
     assert summary["phases"][0]["memory_context"]["items"][0]["key"] == "fx"
     assert summary["budget"]["flow_tokens"] == 2000
     assert "plugin 'nowhere' is not under `stores`;" in result.stderr
+    # the unmatched binding degraded the run: the same line as the flow run's state message
+    assert result.stderr.splitlines()[-1] == "1 memory operation degraded: 1 unmatched (wiki)"
+    assert summary["degraded"] == [
+        {
+            "phase": "research",
+            "op": "query",
+            "binding": "wiki",
+            "plugin": "nowhere",
+            "status": "unmatched",
+            "detail": "no store or saved memory-store block named 'nowhere'",
+        }
+    ]
+    assert "no task id" not in result.stderr
 
 
 def test_run_text_shows_what_each_phase_received(project):
@@ -102,7 +115,71 @@ def test_preflight_json_lists_matched_and_unmatched_bindings(project):
     assert report["stores"][0]["capabilities"]["strong_consistency"] is True
     assert [b["binding"] for b in report["memory_bindings"]["matched"]] == ["market"]
     assert [b["plugin"] for b in report["memory_bindings"]["unmatched"]] == ["nowhere"]
-    assert any("nowhere" in w for w in report["warnings"])
+    # a server is configured (the session's): the plugin was looked up among saved blocks,
+    # and the one binding gets one warning
+    assert [w for w in report["warnings"] if "nowhere" in w] == [
+        "agents.analyst: binding 'wiki': no store or saved memory-store block is named "
+        "'nowhere'; the binding is a no-op (audited as unmatched: the run ends Degraded)"
+    ]
+    assert report["skipped"] == [] and report["errors"] == []
+
+
+def test_preflight_says_matched_for_a_saved_block_and_does_not_warn_about_it(project):
+    from animus_flows.blocks import SQLiteMemoryStore
+
+    document_id = SQLiteMemoryStore(path=str(project / "saved.db")).save(
+        "desk-saved", overwrite=True
+    )
+    (project / "saved.yaml").write_text(WORKFLOW.replace("plugin: nowhere", "plugin: desk-saved"))
+    result = CliRunner().invoke(app, ["preflight", "saved.yaml"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "  matched   agents.analyst: wiki -> desk-saved "
+        "(saved block animus-sqlite-memory-store/desk-saved)"
+    ) in result.stdout.splitlines()
+    assert "warning" not in result.stdout and "unmatched" not in result.stdout
+    assert document_id is not None
+
+
+def test_preflight_reports_a_misspelled_runner_with_its_line_and_a_suggestion(project):
+    (project / "typo.yaml").write_text(
+        WORKFLOW.replace("  analyst:\n", "  analyst:\n    runner: animus_flows.runners:ecko\n")
+    )
+    result = CliRunner().invoke(app, ["preflight", "typo.yaml", "--json"])
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)  # the rest of the report is still there
+    assert report["stores"][0]["reachable"]
+    message = (
+        "typo.yaml:8:13: agents.analyst.runner: 'animus_flows.runners:ecko': "
+        "'animus_flows.runners' has no callable 'ecko'; did you mean 'echo'?"
+    )
+    assert report["errors"] == [message]
+    assert result.stderr.splitlines() == [f"error: {message}"]
+    run = CliRunner().invoke(app, ["run", "typo.yaml", "--task-id", "T"])
+    assert run.exit_code == 2 and run.stderr.splitlines()[-1] == f"error: {message}"
+
+
+def test_preflight_without_a_server_skips_saved_blocks_and_says_so(project):
+    env = {k: v for k, v in user_env("").items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(project / "prefect-home")  # no profile that names a server
+    out = subprocess.run(
+        [ANIMUS, "preflight", "animus.yaml"], cwd=project, capture_output=True, text=True,
+        env=env, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert (
+        "  unmatched agents.analyst: wiki -> nowhere (no-op; saved blocks not looked up)" in lines
+    )
+    assert [line for line in lines if "nowhere" in line and line.startswith("warning")] == [
+        "warning: agents.analyst: binding 'wiki': plugin 'nowhere' is not under stores: and "
+        "saved blocks were not looked up; the binding is a no-op unless a saved block has "
+        "that name"
+    ]
+    assert any(
+        line.startswith("not checked: saved Prefect blocks were not looked up") for line in lines
+    )
+    assert not (project / "prefect-home" / "prefect.db").exists()  # no temporary server ran
 
 
 def test_run_as_a_real_subprocess_keeps_stdout_clean(project, prefect_api):
@@ -115,8 +192,37 @@ def test_run_as_a_real_subprocess_keeps_stdout_clean(project, prefect_api):
     (project / "bad.py").write_text("def run(contract):\n    raise RuntimeError('boom')\n")
     out = animus_process(project, prefect_api, "run", "fail.yaml")
     assert out.returncode == 1
-    assert "error: runner 'bad.py:run' failed in phase 'research': RuntimeError: boom" in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+    # what failed, then which flow run and where to read it
+    failed, where = out.stderr.splitlines()[-2:]
+    assert failed == "error: runner 'bad.py:run' failed in phase 'research': RuntimeError: boom"
+    flow_run_id = where.split()[3]
+    ui = prefect_api.removesuffix("/api")
+    assert where == (
+        f"error: flow run {flow_run_id} ended Failed: see its logs, task runs and artifacts at "
+        f"{ui}/runs/flow-run/{flow_run_id}"
+    )
+    # no --task-id: the prompt's {task_id} rendered empty, said once
+    warnings = [line for line in out.stderr.splitlines() if "no task id" in line]
+    assert warnings == [
+        "warning: no task id: {task_id} renders empty in the prompt of phase 'research'; "
+        "pass --task-id ID (or the flow's task_id parameter)"
+    ]
+
+
+def test_without_a_server_a_failed_run_says_how_to_read_it_locally(monkeypatch):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from animus_flows.cli.support import where_to_look
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        where = where_to_look("f00d", "Failed")
+    assert where == (
+        "flow run f00d ended Failed: `prefect flow-run logs f00d` prints its logs; for its task "
+        "runs and artifacts, start `prefect server start` and open "
+        "http://127.0.0.1:4200/runs/flow-run/f00d"
+    )
 
 
 def test_a_hung_sync_runner_past_its_deadline_does_not_hold_the_process_open(project, prefect_api):
@@ -129,7 +235,7 @@ def test_a_hung_sync_runner_past_its_deadline_does_not_hold_the_process_open(pro
     # without the fix the interpreter waits 600 s for the runner's thread (the call's timeout)
     out = animus_process(project, prefect_api, "run", "hung.yaml")
     assert out.returncode == 1, out.stderr
-    assert out.stderr.strip().splitlines()[-1] == (
+    assert out.stderr.strip().splitlines()[-2] == (
         "error: runner 'hung.py:run' did not finish within timeout_s 0.5 in phase 'research'; "
         "its thread was abandoned (a thread cannot be stopped)"
     )

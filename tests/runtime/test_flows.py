@@ -2,6 +2,8 @@
 
 import asyncio
 import json
+import logging
+import re
 import sys
 import textwrap
 from datetime import datetime
@@ -22,7 +24,9 @@ from animus_flows import run_workflow, workflow_flow
 from animus_flows.budget import shared_counter
 from animus_flows.errors import ConfigError
 from animus_flows.protocol import Scope
+from animus_flows.retrieval.audit import MemoryOpEvent
 from animus_flows.runtime.invoke import PhaseFailed
+from animus_flows.runtime.sinks import RunLogSink
 from animus_flows.stores import SQLiteStore
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -83,7 +87,11 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
     research = workflow_flow(workflow, "research")
     assert research.name == "research"
     summary = await research(task_id="RES-001")
-    assert set(summary) == {"flow_run_id", "workflow", "phases", "budget"}
+    assert set(summary) == {"flow_run_id", "workflow", "phases", "budget", "degraded"}
+    assert [(d["phase"], d["op"], d["binding"], d["status"]) for d in summary["degraded"]] == [
+        ("research", "query", "wiki", "unmatched"),
+        ("plan", "query", "wiki", "unmatched"),
+    ]
     assert summary["workflow"] == "research"
     assert [p["id"] for p in summary["phases"]] == ["research", "plan"]
     first = summary["phases"][0]
@@ -104,6 +112,8 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
         )
     assert run.parameters == {"task_id": "RES-001"}
+    assert (run.state.type.value, run.state.name) == ("COMPLETED", "Degraded")
+    assert run.state.message == "2 memory operations degraded: 2 unmatched (wiki)"
     assert sorted(t.name for t in tasks) == ["plan", "research"]
     assert all(t.state.is_completed() for t in tasks)
 
@@ -147,9 +157,9 @@ async def test_a_workflow_runs_as_a_flow_with_a_task_per_phase_and_an_audit_trai
     }
 
 
-async def test_memory_op_log_lines_carry_the_time_of_the_op_not_of_the_send(workflow):
-    # the audit is sent after the phases (the outbox), but the UI orders logs by their time:
-    # each line must sit inside its phase, before the phase's task run finished
+async def test_memory_op_log_lines_are_sentences_in_their_phases_task_run(workflow):
+    # the audit is sent after the phases (the outbox), but each line belongs to its phase's
+    # task run and carries the time of its op: the UI orders logs by their time
     summary = await workflow_flow(workflow, "research")(task_id="RES-LOG")
     await APILogHandler.aflush()
     async with get_client() as client:
@@ -162,21 +172,50 @@ async def test_memory_op_log_lines_carry_the_time_of_the_op_not_of_the_send(work
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[summary["flow_run_id"]]))
             )
         }
-    ended = {run.name: run.end_time for run in task_runs.values()}
-    ops = [log for log in logs if log.message.startswith("memory_op ")]
+    occurred = {
+        (event["phase_id"], event["binding"]): datetime.fromisoformat(event["occurred"])
+        for line in (workflow.base_dir / "audit.jsonl").read_text().splitlines()
+        if (event := json.loads(line))["flow_run_id"] == summary["flow_run_id"]
+    }
+    ops = [log for log in logs if log.task_run_id is not None and " on " in log.message]
     assert len(ops) == 8
     for log in ops:
-        event = json.loads(log.message.removeprefix("memory_op "))
-        assert log.timestamp == datetime.fromisoformat(event["occurred"])
-        assert log.timestamp <= ended[event["phase_id"]]
-        assert log.flow_run_id is not None and str(log.flow_run_id) == summary["flow_run_id"]
+        task_run = task_runs[log.task_run_id]
+        binding = log.message.split()[1]
+        assert log.timestamp == occurred[(task_run.name, binding)]
+        assert log.timestamp <= task_run.end_time
+        assert str(log.flow_run_id) == summary["flow_run_id"]
+    research = sorted(log.message for log in ops if task_runs[log.task_run_id].name == "research")
+    assert research[0].startswith("put journal on local: stored phase-output/research/research/")
+    assert re.fullmatch(
+        r"query market on local: 1 hit, \d+ tokens injected, \d+\.\d ms", research[1]
+    )
+    assert research[3] == (
+        "query wiki on nowhere: no store or saved memory-store block named 'nowhere'; "
+        "the binding did nothing"
+    )
+    (warning,) = [log for log in ops if log.message.startswith("query wiki") and
+                  task_runs[log.task_run_id].name == "research"]  # fmt: skip
+    assert warning.level == logging.WARNING
+    flow_lines = [log.message for log in logs if log.task_run_id is None]
+    assert "2 memory operations degraded: 2 unmatched (wiki)" in flow_lines
+    assert not any(message.startswith("memory_op") for message in flow_lines)
 
 
-async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
-    summary = await workflow_flow(workflow, "research")(task_id="RES-EVT")
-    flow_run_id = summary["flow_run_id"]
+def test_a_memory_op_log_record_carries_the_structured_fields_as_extras(caplog):
+    event = MemoryOpEvent("query", "local", "market", None, latency_ms=2.5, status="timeout")
+    caplog.set_level(logging.INFO, "animus.test")
+    RunLogSink(logging.getLogger("animus.test")).record(event)  # outside a run: this logger
+    (record,) = caplog.records
+    assert record.getMessage() == event.sentence and record.levelno == logging.WARNING
+    assert record.memory_op == event.to_json()
+
+
+async def memory_op_events(flow_run_id: str, count: int) -> list:
+    """The flow run's `animus.memory.op` events, once `count` are in (the server persists
+    events asynchronously)."""
     found = []
-    for _ in range(60):  # the server persists events asynchronously
+    for _ in range(60):
         async with get_client() as client:
             page = await client.read_events(
                 filter=EventFilter(
@@ -186,13 +225,72 @@ async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
                 limit=50,
             )
         found = page.events
-        if len(found) >= 8:
+        if len(found) >= count:
             break
         await asyncio.sleep(0.5)
+    return found
+
+
+async def test_an_event_about_a_saved_block_store_is_related_to_its_block_document(tmp_path):
+    from animus_flows.blocks import SQLiteMemoryStore
+
+    document_id = await SQLiteMemoryStore(path=str(tmp_path / "saved.db")).save(
+        "desk-events", overwrite=True
+    )
+    workflow = write_workflow(
+        tmp_path,
+        """
+        version: 1
+        project: desk
+        agents: {analyst: {memory_bindings: [{plugin: desk-events, binding: market}]}}
+        workflows:
+          w:
+            hooks: {post_phase: []}
+            phases: [{id: research, agent: analyst, prompt: "EUR/USD"}]
+        """,
+    )
+    summary = await workflow_flow(workflow, "w")(task_id="T")
+    assert summary["degraded"] == []
+    (event,) = await memory_op_events(summary["flow_run_id"], 1)
+    (block,) = [r for r in event.related if r.role == "block"]
+    assert block.id == f"prefect.block-document.{document_id}"
+    assert block.name == "animus-sqlite-memory-store/desk-events"
+
+
+async def test_memory_ops_are_prefect_events_related_to_the_flow_run(workflow):
+    summary = await workflow_flow(workflow, "research")(task_id="RES-EVT")
+    flow_run_id = summary["flow_run_id"]
+    found = await memory_op_events(flow_run_id, 8)
     assert {e.resource.id for e in found} >= {"animus.binding.market", "animus.binding.wiki"}
-    event = next(e for e in found if e.resource.id == "animus.binding.market")
+    event = next(
+        e
+        for e in found
+        if e.resource.id == "animus.binding.market" and e.resource["animus.phase"] == "research"
+    )
     assert event.payload["op"] == "query" and event.payload["status"] == "ok"
     assert {"plugin_id", "scope", "tokens_deducted", "latency_ms"} <= set(event.payload)
+    # the feed reads without opening the event: a name, the op, status, phase and latency
+    assert event.resource.name == "query market"
+    assert {k: event.resource[k] for k in ("animus.op", "animus.status", "animus.phase")} == {
+        "animus.op": "query",
+        "animus.status": "ok",
+        "animus.phase": "research",
+    }
+    assert float(event.resource["animus.latency-ms"]) == round(event.payload["latency_ms"], 1)
+    async with get_client() as client:
+        task_runs = {
+            str(run.id): run.name
+            for run in await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            )
+        }
+    roles = {r.role: r.id for r in event.related}
+    assert roles["flow-run"] == f"prefect.flow-run.{flow_run_id}"
+    assert task_runs[roles["task-run"].removeprefix("prefect.task-run.")] == "research"
+    assert roles["memory-store"] == "animus.plugin.local"
+    assert "block" not in roles  # a file's store has no block document
+    wiki = next(e for e in found if e.resource.id == "animus.binding.wiki")
+    assert (wiki.resource.name, wiki.resource["animus.status"]) == ("query wiki", "unmatched")
 
 
 async def test_the_generic_deployable_flow_runs_any_workflow(workflow):
@@ -290,8 +388,43 @@ async def test_a_failed_run_still_sends_the_audit_of_what_ran(tmp_path, workflow
     state = await workflow_flow(wf, "research")(task_id="T", return_state=True)
     assert state.is_failed()
     artifacts = await read_artifacts(state.state_details.flow_run_id)
-    assert {"memory-ops-research", "memory-context-research"} <= set(artifacts)
-    assert "memory-ops-plan" not in artifacts  # the failed phase queued none
+    # the failed phase's audit is the one a person needs most: it is there, and says why
+    assert {
+        "memory-ops-research",
+        "memory-context-research",
+        "memory-ops-plan",
+        "memory-context-plan",
+        "token-budget-research",
+    } <= set(artifacts)
+    context = artifacts["memory-context-plan"].data
+    assert context.splitlines()[2] == (
+        "**The phase failed:** runner 'agent.py:run' failed in phase 'plan': "
+        "RuntimeError: model down"
+    )
+    assert "[market/fx]" in context  # what the runner was given before it failed
+    assert artifacts["memory-context-plan"].description.endswith("(failed)")
+    rows = artifacts["memory-ops-plan"].data
+    rows = json.loads(rows) if isinstance(rows, str) else rows
+    assert {row["binding"] for row in rows} == {"market", "playbook", "wiki"}  # no write-back
+
+
+async def test_a_phase_whose_hook_fails_still_writes_its_artifacts(workflow, tmp_path):
+    (tmp_path / "guards.py").write_text("def refuse(ctx):\n    raise ValueError('no EUR today')\n")
+    wf = _with(
+        tmp_path,
+        "    phases:\n",
+        "    hooks: {pre_phase: ['guards.py:refuse', memory_bindings]}\n    phases:\n",
+    )
+    state = await workflow_flow(wf, "research")(task_id="T", return_state=True)
+    assert state.is_failed()
+    artifacts = await read_artifacts(state.state_details.flow_run_id)
+    assert {"memory-ops-research", "memory-context-research", "token-budget-research"} <= set(
+        artifacts
+    )
+    context = artifacts["memory-context-research"].data
+    assert r"**The phase failed:** pre\_phase hook 'guards.py:refuse' failed in phase" in context
+    assert "Nothing was injected." in context
+    assert "| research | prompt |" in artifacts["token-budget-research"].data
 
 
 async def test_a_command_runner_gets_the_contract_and_returns_stdout(tmp_path, workflow):
@@ -335,35 +468,51 @@ async def test_command_runner_failures_fail_the_phase(tmp_path, workflow, body, 
         await workflow_flow(wf, "research")(task_id="T")
 
 
+RUNNER_AT = r"variant\.yaml:10:13: agents\.analyst\.runner: "
+
+
 @pytest.mark.parametrize(
     "old,new,message",
     [
         (
             "  analyst:\n",
             "  analyst:\n    runner: no_such_module:run\n",
-            "runner of agent 'analyst' 'no_such_module:run': cannot import 'no_such_module'",
+            RUNNER_AT + "'no_such_module:run': cannot import 'no_such_module'",
+        ),
+        (
+            "  analyst:\n",
+            "  analyst:\n    runner: animus_flows.runners:ecko\n",
+            RUNNER_AT + "'animus_flows.runners:ecko': 'animus_flows.runners' has no callable "
+            "'ecko'; did you mean 'echo'\\?",
+        ),
+        (
+            "  analyst:\n",
+            "  analyst:\n    runner: animus_flows.runnres:echo\n",
+            RUNNER_AT + "'animus_flows.runnres:echo': cannot import 'animus_flows.runnres' .*; "
+            "did you mean 'animus_flows.runners'\\?",
         ),
         (
             "  analyst:\n",
             "  analyst:\n    runner: missing.py:run\n",
-            "runner of agent 'analyst' 'missing.py:run': no file",
+            RUNNER_AT + "'missing.py:run': no file",
         ),
         (
             "    phases:\n",
             "    hooks: {pre_phase: ['os:rename']}\n    phases:\n",
-            "pre_phase hook 'os:rename' cannot be called with one argument",
+            r"variant\.yaml:18:25: workflows\.research\.hooks\.pre_phase\[0\]: 'os:rename' "
+            "cannot be called with one argument",
         ),
         (
             "  analyst:\n",
             "  analyst:\n    runner: os:getcwd\n",
-            "runner of agent 'analyst' 'os:getcwd' cannot be called with one argument .*"
+            RUNNER_AT + "'os:getcwd' cannot be called with one argument .*"
             "define it as `def getcwd\\(contract\\): ...`",
         ),
         (
             "    phases:\n",
             "    hooks: {post_phase: ['json:nope']}\n    phases:\n",
-            "post_phase hook 'json:nope': 'json' has no callable 'nope'; define it there or "
-            "fix the name after ':'",
+            r"workflows\.research\.hooks\.post_phase\[0\]: 'json:nope': 'json' has no callable "
+            "'nope'; define it there or fix the name after ':'",
         ),
     ],
 )
@@ -371,6 +520,21 @@ def test_unimportable_runners_and_hooks_fail_at_load(tmp_path, workflow, old, ne
     wf = _with(tmp_path, old, new)
     with pytest.raises(ConfigError, match=message):
         workflow_flow(wf, "research")
+
+
+def test_every_unimportable_runner_and_hook_is_reported_at_once(tmp_path, workflow):
+    (tmp_path / "guards.py").write_text("def guard(ctx):\n    pass\n")
+    text = WORKFLOW.replace(
+        "  analyst:\n", "  analyst:\n    runner: animus_flows.runners:ecko\n"
+    ).replace("    phases:\n", "    hooks: {pre_phase: ['gaurds.py:guard']}\n    phases:\n")
+    wf = write_workflow(tmp_path, text, "both.yaml")
+    with pytest.raises(ConfigError) as raised:
+        workflow_flow(wf, "research")
+    lines = str(raised.value).splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith("did you mean 'echo'?")
+    assert "workflows.research.hooks.pre_phase[0]: 'gaurds.py:guard': no file" in lines[1]
+    assert lines[1].endswith("did you mean 'guards.py'?")
 
 
 @pytest.mark.parametrize(
@@ -532,3 +696,25 @@ async def test_a_prompt_past_a_cap_is_charged_with_a_warning_and_no_store_is_que
         0,
     )
     assert event["detail"] == f"not queried: {spent} is spent"
+
+
+def test_a_run_without_a_task_id_warns_once_naming_every_template_that_renders_it_empty(
+    tmp_path,
+):
+    from animus_flows.runtime.engine import compile_workflow, missing_task_id_warning
+
+    text = WORKFLOW.replace(
+        "      - {plugin: local, binding: playbook, budget_tokens: 200}\n",
+        "      - {plugin: local, binding: playbook, budget_tokens: 200}\n"
+        "      - {plugin: local, binding: brief, query_strategy: key, key: '{task_id}/brief',"
+        " inject_when: {phases: [plan]}}\n",
+    )
+    compiled = compile_workflow(write_workflow(tmp_path, text), "research")
+    assert missing_task_id_warning(compiled, None) == (
+        "no task id: {task_id} renders empty in the prompt of phase 'research', the prompt of "
+        "phase 'plan', the key of binding 'brief' in phase 'plan'; pass --task-id ID (or the "
+        "flow's task_id parameter)"
+    )
+    assert missing_task_id_warning(compiled, "RES-1") is None
+    plain = write_workflow(tmp_path, WORKFLOW.replace(" for {task_id}", ""), "plain.yaml")
+    assert missing_task_id_warning(compile_workflow(plain, "research"), None) is None

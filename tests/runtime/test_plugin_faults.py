@@ -65,8 +65,21 @@ async def test_hanging_and_crashing_plugins_degrade_their_bindings_only(tmp_path
     await store.aclose()
 
     started = time.perf_counter()
-    summary = await workflow_flow(workflow, "research")(task_id="T-1")
+    state = await workflow_flow(workflow, "research")(task_id="T-1", return_state=True)
     elapsed = time.perf_counter() - started
+    # a COMPLETED-type state that says what degraded, and the summary lists each operation
+    assert state.is_completed() and state.name == "Degraded"
+    assert (
+        state.message == "4 memory operations degraded: 2 timeout (slow-wiki), 2 error (dead-wiki)"
+    )
+    summary = await state.aresult()
+    assert [(d["phase"], d["binding"], d["status"]) for d in summary["degraded"]] == [
+        ("research", "slow-wiki", "timeout"),
+        ("research", "dead-wiki", "error"),
+        ("plan", "slow-wiki", "timeout"),
+        ("plan", "dead-wiki", "error"),
+    ]
+    assert summary["degraded"][0]["detail"] == "no answer within 300 ms; went on without it"
 
     for phase in summary["phases"]:
         assert [item["key"] for item in phase["memory_context"]["items"]] == ["fx"]

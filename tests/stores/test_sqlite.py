@@ -580,8 +580,8 @@ def test_a_version_3_file_is_indexed_again_as_it_opens(tmp_path, caplog):
         }  # fmt: skip
         store.put(Scope("p"), "k1", "replaced")  # the rebuilt index forgets the old body
         assert {hit.key for hit in store.query(Scope("p"), "explore")} == {"k0", "k2"}
-    assert "3 items indexed again (schema 4, language english)" in caplog.text
-    assert _version_and_indexes(path)[0] == str(SCHEMA_VERSION) == "4"
+    assert "3 items indexed again (schema 5, language english)" in caplog.text
+    assert _version_and_indexes(path)[0] == str(SCHEMA_VERSION) == "5"
     assert _index_state(path) == _recomputed(path)
 
 
@@ -780,6 +780,31 @@ def test_a_prompt_of_common_words_reads_a_bounded_part_of_a_large_scope(tmp_path
         hits = store.query(scope, "harbour ferry walrus", top_k=5)
     assert hits[0].key == "rare"  # the rare word's one item, then the best of the rest
     assert len(hits) == 5 and len({hit.score for hit in hits[1:]}) == 1
+
+
+def test_an_old_item_holding_two_rare_words_outranks_many_newer_holding_one(tmp_path):
+    # more items hold each word than one window scores exactly: the estimates (the idf of the
+    # words each candidate was found by) put the item holding both first
+    scope = Scope("p")
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        store.put(scope, "both", "walrus kelp")
+        entries = [(scope, f"w{n}", f"walrus note {n}", None) for n in range(2 * lexical.RESCORED)]
+        entries += [(scope, f"k{n}", f"kelp note {n}", None) for n in range(3 * lexical.RESCORED)]
+        store._run("put_many", entries)
+        hits = store.query(scope, "walrus kelp", top_k=3)
+    assert hits[0].key == "both"
+
+
+def test_filters_reach_past_the_first_window_of_candidates(tmp_path):
+    # every item holds the word; only the three oldest pass the filter, past two windows
+    scope = Scope("p")
+    with SyncStore(SQLiteStore(tmp_path / "m.db")) as store:
+        old = [(scope, f"old{n}", "walrus", {"kind": "kept"}) for n in range(3)]
+        new = [(scope, f"new{n}", "walrus", None) for n in range(2 * lexical.RESCORED + 10)]
+        store._run("put_many", old)
+        store._run("put_many", new)
+        hits = store.query(scope, "walrus", top_k=3, filters={"kind": "kept"})
+    assert sorted(hit.key for hit in hits) == ["old0", "old1", "old2"]
 
 
 def test_optimize_keeps_every_item_findable(tmp_path):

@@ -3,11 +3,21 @@
 A query's terms (the analyzer's: stems, no stop words) are weighted by their rarity in the scope
 (`idf`, from `term_df` and the scope's item count), and each item's score is BM25's sum over the
 terms it holds, its length normalized by the scope's average (k1 1.2, b 0.75, Lucene's idf, which
-is never negative). Items are found through the full-text index one term at a time, rarest
-first, and a term stops adding new items once no item holding only it and the terms after it
-could enter the best `top_k` (MaxScore): a word in most of a large scope only adds weight to
-the items rarer words found, so a query reads a bounded part of the scope (at most
-`MAX_SCORED` items, or twice its `top_k`).
+is never negative).
+
+A query runs in two steps, so that its cost stays bounded in a scope of any size:
+
+1. Candidates: the full-text index lists the items holding each term, rarest term first and
+   newest items first, until `MAX_CANDIDATES` are found. Each candidate's estimate is the idf
+   of the terms it was found by: its BM25 score if it held each once at the average length.
+   Reading these lists costs a fraction of a microsecond an item.
+2. Scores: candidates are scored exactly, best estimate first, a window at a time (reading each
+   item's terms costs a few microseconds), until `top_k` of them pass the filters.
+
+When a scope's candidates fit one window (at least `RESCORED` items) the result is exact BM25.
+In a larger scope it is the exact ranking of the best-estimated candidates: rare terms decide
+the estimates, and a word found in much of the scope adds weight only to the candidates it is
+scored with.
 """
 
 from __future__ import annotations
@@ -16,7 +26,6 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from animus_flows.protocol import JSON, matches_filters
@@ -25,11 +34,10 @@ K1 = 1.2
 B = 0.75
 #: The most query terms ranked: a prompt's first distinct terms.
 MAX_QUERY_TERMS = 64
-#: The most items one query scores (or twice its top_k, if more). Past it, the terms not yet
-#: read only add weight to the items found so far, which rarer terms found first: it bounds a
-#: query of words found in much of a large scope, which MaxScore alone would score whole
-#: (each item costs a few microseconds in Python).
-MAX_SCORED = 300
+#: The most items one query considers (step 1).
+MAX_CANDIDATES = 300
+#: The fewest candidates scored exactly at a time (step 2), or twice the query's top_k.
+RESCORED = 50
 # Items read per statement: short reads, far below SQLite's limit of parameters.
 BATCH = 500
 
@@ -49,64 +57,61 @@ def term_score(weight: float, tf: int, length: int, average: float) -> float:
     return weight * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
 
 
-@dataclass
-class _Query:
-    conn: sqlite3.Connection
-    scope_id: int
-    weights: dict[str, float]
-    average: float
-    top_k: int
-    now: float
-    accept: Callable[[dict[str, JSON]], bool]
-    scores: dict[int, float] = field(default_factory=dict)
-    seen: set[int] = field(default_factory=set)  # found through a term: scored, or expired
-    #: items whose row was read: (key, value, metadata) when it passes the filters, else None
-    verdicts: dict[int, Verdict] = field(default_factory=dict)
+def candidates(conn: sqlite3.Connection, scope_id: int, weights: dict[str, float]) -> list[int]:
+    """Step 1: the ids of at most `MAX_CANDIDATES` items holding the query's terms, best
+    estimate first (newest first among equals)."""
+    estimates: dict[int, float] = {}
+    for term in sorted(weights, key=lambda term: (-weights[term], term)):  # rarest first
+        room = MAX_CANDIDATES - len(estimates)
+        if room <= 0:
+            break
+        weight = weights[term]
+        found = conn.execute(
+            # newest first: a cut at MAX_CANDIDATES keeps the recent; enough rows for `room`
+            # new items even if every candidate so far holds the term too
+            "SELECT rowid FROM items_fts WHERE items_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (f'"{scope_id}x{term}"', room + len(estimates)),
+        )
+        for (item_id,) in found:
+            if item_id in estimates:
+                estimates[item_id] += weight
+            elif room > 0:
+                estimates[item_id] = weight
+                room -= 1
+    return sorted(estimates, key=lambda item_id: (-estimates[item_id], -item_id))
 
-    def score_items(self, ids: list[int]) -> None:
-        for start in range(0, len(ids), BATCH):
-            batch = ids[start : start + BATCH]
-            rows = self.conn.execute(
-                f"SELECT id, terms FROM items WHERE id IN ({', '.join('?' * len(batch))})"
-                " AND (expires_at IS NULL OR expires_at > ?)",
-                (*batch, self.now),
-            )
-            weights, average = self.weights, self.average
-            for item_id, terms in rows:
-                words = terms.split()
-                # the query terms the item holds, found in C (a set against the words): an
-                # item holds two or three of a prompt's dozen, so only those are counted
-                # fsum: exact, so the set's order cannot change a score
-                self.scores[item_id] = math.fsum(
-                    term_score(weights[term], words.count(term), len(words), average)
-                    for term in weights.keys() & words
-                )
 
-    def best(self, wanted: int) -> list[tuple[int, float]]:
-        """The best `wanted` scored items that pass the filters, best first, reading the rows
-        of those not judged yet as it goes."""
-        ranked = sorted(self.scores.items(), key=lambda pair: (-pair[1], -pair[0]))
-        kept: list[tuple[int, float]] = []
-        step = max(2 * wanted, 16)  # rows are read for the best only: most pass the filters
-        for start in range(0, len(ranked), step):
-            window = ranked[start : start + step]
-            unread = [item_id for item_id, _ in window if item_id not in self.verdicts]
-            if unread:
-                self._judge(unread)
-            for item_id, score in window:
-                if self.verdicts[item_id] is not None:
-                    kept.append((item_id, score))
-                    if len(kept) == wanted:
-                        return kept
-        return kept
-
-    def threshold(self) -> float:
-        """The score an item must beat to enter the best `top_k`; 0 while fewer are found."""
-        best = self.best(self.top_k)
-        return best[-1][1] if len(best) == self.top_k else 0.0
-
-    def _judge(self, ids: list[int]) -> None:
-        self.verdicts.update(judge(self.conn, ids, self.now, self.accept))
+def scores(
+    conn: sqlite3.Connection,
+    ids: list[int],
+    weights: dict[str, float],
+    average: float,
+    now: float,
+) -> dict[int, float]:
+    """Step 2: the exact BM25 score of each live item of `ids`."""
+    # each term's idf * (K1 + 1) and the length normalization's parts, computed once
+    scaled = {term: weight * (K1 + 1) for term, weight in weights.items()}
+    base, per_term = K1 * (1 - B), K1 * B / average
+    scored: dict[int, float] = {}
+    for start in range(0, len(ids), BATCH):
+        batch = ids[start : start + BATCH]
+        rows = conn.execute(
+            f"SELECT id, terms FROM items WHERE id IN ({', '.join('?' * len(batch))})"
+            " AND (expires_at IS NULL OR expires_at > ?)",
+            (*batch, now),
+        )
+        for item_id, terms in rows:
+            words = terms.split()
+            norm = base + per_term * len(words)
+            score = 0.0
+            # the query terms the item holds, found in C (a set against the words): an item
+            # holds two or three of a prompt's dozen, so only those are counted; in sorted
+            # order, so that a score never depends on a set's order
+            for term in sorted(scaled.keys() & words):
+                tf = words.count(term)
+                score += scaled[term] * tf / (tf + norm)
+            scored[item_id] = score
+    return scored
 
 
 def judge(
@@ -129,6 +134,32 @@ def judge(
             metadata = json.loads(metadata_json)
             verdicts[item_id] = (key, value, metadata) if accept(metadata) else None
     return verdicts
+
+
+def best(
+    conn: sqlite3.Connection,
+    scored: dict[int, float],
+    verdicts: dict[int, Verdict],
+    wanted: int,
+    now: float,
+    accept: Callable[[dict[str, JSON]], bool],
+) -> list[Ranked]:
+    """The best `wanted` scored items that pass the filters, best first; the rows of those
+    not judged yet (in `verdicts`) are read as they are reached."""
+    ranked = sorted(scored.items(), key=lambda pair: (-pair[1], -pair[0]))
+    kept: list[Ranked] = []
+    step = max(2 * wanted, 16)  # rows are read for the best only: most pass the filters
+    for start in range(0, len(ranked), step):
+        window = ranked[start : start + step]
+        unread = [item_id for item_id, _ in window if item_id not in verdicts]
+        verdicts.update(judge(conn, unread, now, accept))
+        for item_id, score in window:
+            row = verdicts[item_id]
+            if row is not None:
+                kept.append((item_id, *row, score))
+                if len(kept) == wanted:
+                    return kept
+    return kept
 
 
 def rank(
@@ -156,32 +187,15 @@ def rank(
     weights = {term: idf(df[term], items) for term in wanted if df.get(term, 0) > 0}
     if not weights:
         return []
-    query = _Query(
-        conn,
-        scope_id,
-        weights,
-        max(total_terms / items, 1.0),
-        top_k,
-        now,
-        lambda metadata: matches_filters(metadata, filters),
-    )
-    # rarest first; what the terms after each could still add to an item holding none before
-    order = sorted(weights, key=lambda term: (-weights[term], term))
-    reach = [sum(weights[t] * (K1 + 1) for t in order[j:]) for j in range(len(order))]
-    most_scored = max(MAX_SCORED, 2 * top_k)
-    for term, most in zip(order, reach, strict=True):
-        if len(query.scores) >= most_scored or most <= query.threshold():
+    average = max(total_terms / items, 1.0)
+    found = candidates(conn, scope_id, weights)
+    window = max(RESCORED, 2 * top_k)
+    scored: dict[int, float] = {}
+    verdicts: dict[int, Verdict] = {}
+    kept: list[Ranked] = []
+    for start in range(0, len(found), window):
+        scored.update(scores(conn, found[start : start + window], weights, average, now))
+        kept = best(conn, scored, verdicts, top_k, now, lambda m: matches_filters(m, filters))
+        if len(kept) == top_k:
             break
-        found = conn.execute(
-            # newest first: a cut at MAX_SCORED keeps the recent; no more rows than could be new
-            "SELECT rowid FROM items_fts WHERE items_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-            (f'"{scope_id}x{term}"', most_scored - len(query.scores) + len(query.seen)),
-        )
-        fresh = [item_id for (item_id,) in found if item_id not in query.seen]
-        fresh = fresh[: most_scored - len(query.scores)]
-        query.seen.update(fresh)
-        query.score_items(fresh)
-    return [
-        (item_id, *query.verdicts[item_id], score)  # type: ignore[misc]
-        for item_id, score in query.best(top_k)
-    ]
+    return kept

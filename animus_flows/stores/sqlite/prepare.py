@@ -1,5 +1,6 @@
 """What a SQLite store file must be before it is read: of this schema, indexed with this
-store's language and (with an embedder) this model; an older file is indexed again."""
+store's language and (with an embedder) this model. A file of schema 4 gets the tables added
+since (the ledger); an older one is indexed again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from animus_flows.stores.semantic import model_mismatch
 from animus_flows.stores.sqlite.connection import transaction
 from animus_flows.stores.sqlite.index import Indexer
 from animus_flows.stores.sqlite.schema import (
+    INDEXED_SINCE,
     SCHEMA_VERSION,
     create,
     meta,
@@ -64,6 +66,11 @@ class Indexing:
                 set_meta(conn, "language", language)
             self.check_model(conn, reindex=reindex)
             return
+        if INDEXED_SINCE <= version < SCHEMA_VERSION:
+            with transaction(conn):
+                create(conn)  # the tables a later schema added; the index stays as it is
+                set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+            version = SCHEMA_VERSION
         recorded = meta(conn, "language")
         if version == SCHEMA_VERSION and recorded == language and not reindex:
             self.check_model(conn, reindex=reindex)

@@ -12,14 +12,19 @@ embedder, each item's vector sits in `item_vectors` (a scope's items are its id 
 written one at a time wait in `vector_pending` for theirs, and `scopes.vectors` counts the
 changes to a scope's vectors, so a process keeping them in memory knows when to read them again.
 The analyzer's language and the embedder's model are recorded in `animus_meta`: a file indexed
-one way is never read another way.
+one way is never read another way. A file may keep a ledger of every change (`ledger`, from
+schema 5; filled once a `SQLiteLedgerStore` opens the file, see `ledger.py`), which names scopes
+by their ids rather than `scopes.id`: a scope deleted and made again keeps its history.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+#: Files of this schema and later hold the index this version reads: upgrading one adds tables
+#: (schema 5: the ledger) without indexing its items again.
+INDEXED_SINCE = 4
 SCOPE_BITS = 32
 
 SCHEMA = """
@@ -59,6 +64,22 @@ CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, tokenize = 'ascii'
 -- with an embedder: each item's vector (float32, little-endian), and the items waiting for one
 CREATE TABLE IF NOT EXISTS item_vectors (item_id INTEGER PRIMARY KEY, vector BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS vector_pending (item_id INTEGER PRIMARY KEY);
+-- schema 5: every change of every item, once the file keeps a ledger (animus_meta ledger_since)
+CREATE TABLE IF NOT EXISTS ledger (
+    seq INTEGER PRIMARY KEY,             -- the order changes were recorded in
+    project_id TEXT NOT NULL,            -- the scope's ids, as in `scopes`
+    agent_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,            -- the key's: 1, 2, 3, ... over its whole life
+    op TEXT NOT NULL,                    -- create, update or delete
+    value TEXT,                          -- JSON after the change, NULL for a delete
+    metadata TEXT,
+    valid_from REAL NOT NULL,            -- valid time (epoch seconds): when this state held
+    valid_to REAL,                       -- NULL while it holds
+    recorded_at REAL NOT NULL,           -- transaction time
+    UNIQUE (project_id, agent_id, task_id, key, version)
+);
 """
 
 #: Statements that upgrade a file of an older schema; its items are indexed again afterwards

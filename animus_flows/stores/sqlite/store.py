@@ -40,7 +40,7 @@ from animus_flows.stores.base import (
     numeric_cursor,
 )
 from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg
-from animus_flows.stores.sqlite import lexical
+from animus_flows.stores.sqlite import ledger, lexical
 from animus_flows.stores.sqlite.connection import StoreFile, transaction
 from animus_flows.stores.sqlite.embedding import Embedding
 from animus_flows.stores.sqlite.index import Indexer, Row, VectorChanges
@@ -236,20 +236,35 @@ class SQLiteStore(BaseStore):
         metadata: dict[str, JSON],
         expires_at: datetime | None,
     ) -> MemoryItem:
+        return (await self._put_one(scope, key, value, metadata, expires_at))[0]
+
+    async def _put_one(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        metadata: dict[str, JSON],
+        expires_at: datetime | None,
+        expected_version: int | None = None,
+    ) -> tuple[MemoryItem, int | None]:
+        """`_put`, and the key's new version when the file keeps a ledger (`ledger.py`,
+        which checks `expected_version` in the write's transaction)."""
         now = utcnow()
         rows = {key: self._row(value, metadata, expires_at)}  # its vector: in the background
         changes = VectorChanges()
 
-        def put(conn: sqlite3.Connection) -> float:
+        def put(conn: sqlite3.Connection) -> tuple[float, int | None]:
             with self._file.writing(conn):
+                versions = ledger.record_puts(conn, scope, rows, now.timestamp(), expected_version)
                 scope_id = self._scope_id(conn, scope, create=True)
                 created = self._indexer.write(conn, scope_id, rows, now.timestamp(), changes)  # type: ignore[arg-type]
-            return created[key]
+            return created[key], versions.get(key)
 
-        created_at = await self._file.run(put)
+        created_at, version = await self._file.run(put)
         self._apply(changes)
         self._embed_soon()
-        return MemoryItem(scope, key, value, metadata, moment(created_at), now, expires_at)  # type: ignore[arg-type]
+        item = MemoryItem(scope, key, value, metadata, moment(created_at), now, expires_at)  # type: ignore[arg-type]
+        return item, version
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
         """Store many `(scope, key, value, metadata[, ttl_seconds])` entries in one
@@ -282,6 +297,7 @@ class SQLiteStore(BaseStore):
                 if bulk:
                     conn.execute(_SET_AUTOMERGE, (BULK_AUTOMERGE,))
                 for scope, rows in by_scope.items():
+                    ledger.record_puts(conn, scope, rows, now)
                     scope_id = self._scope_id(conn, scope, create=True)
                     self._indexer.write(conn, scope_id, rows, now, changes)  # type: ignore[arg-type]
             if bulk:  # the items are committed: a busy store only leaves merging deferred
@@ -302,11 +318,13 @@ class SQLiteStore(BaseStore):
                 scope_id = self._scope_id(conn, scope, create=False)
                 if scope_id is None:
                     return False
+                now = utcnow().timestamp()
                 live = conn.execute(
                     "SELECT 1 FROM items WHERE scope_id = ? AND key = ?"
                     " AND (expires_at IS NULL OR expires_at > ?)",
-                    (scope_id, key, utcnow().timestamp()),
+                    (scope_id, key, now),
                 ).fetchone()
+                ledger.record_deletes(conn, scope, [key], now)
                 self._indexer.remove(conn, "scope_id = ? AND key = ?", (scope_id, key), changes)
                 return live is not None
 
@@ -325,6 +343,7 @@ class SQLiteStore(BaseStore):
                 if scope_id is None:
                     return 0
                 live = self._count(conn, scope_id)
+                ledger.record_scope_delete(conn, scope, scope_id, utcnow().timestamp())
                 self._indexer.remove(conn, "id BETWEEN ? AND ?", id_range(scope_id))
                 conn.execute("DELETE FROM term_df WHERE scope_id = ?", (scope_id,))
                 conn.execute("DELETE FROM scopes WHERE id = ?", (scope_id,))
@@ -473,8 +492,8 @@ class SQLiteStore(BaseStore):
             if rows is None:
                 rows = await self._file.run(find)
         except BaseException:
-            if vector is not None:  # other stores may await the same embedding: let it finish
-                vector.add_done_callback(lambda done: done.cancelled() or done.exception())
+            if vector is not None:  # the embedding goes on for the other stores awaiting it
+                vector.cancel()
             raise
         if vector is not None:
             ranked, query_vector = rows, await vector
