@@ -50,16 +50,21 @@ LEFT JOIN LATERAL (
 WHERE s.project_id = %(project_id)s AND s.agent_id = %(agent_id)s AND s.task_id = %(task_id)s
 """
 
+#: A value up to this size comes with its ranked row (the hits need no other read); a larger
+#: one is read for the hits alone.
+INLINE_VALUE_BYTES = 4096
 #: The live items of a scope holding a `finders` posting (and no `skip` one): (id, length, key,
-#: metadata, matched) rows, where `matched` is the item's tsvector cut to the query's lexemes
-#: (`setweight` marks them, `ts_filter` keeps them: their positions are the term frequencies
-#: `Plan.score` reads). `{source}`, `{skip}` and `{cut}` are filled by `rank_statement`.
-_RANK = """
+#: metadata, matched, value) rows, where `matched` is the item's tsvector cut to the query's
+#: lexemes (`setweight` marks them, `ts_filter` keeps them: their positions are the term
+#: frequencies `Plan.score` reads). `{source}`, `{skip}` and `{cut}` are filled by
+#: `rank_statement`.
+_RANK = f"""
 SELECT i.id, i.length, i.key, i.metadata,
-       ts_filter(setweight(i.tsv, 'A', %(lexemes)s::text[]), '{a}')::text
-FROM {source} i
-WHERE {match}{skip}
-{cut}
+       ts_filter(setweight(i.tsv, 'A', %(lexemes)s::text[]), '{{a}}')::text,
+       CASE WHEN octet_length(i.value) <= {INLINE_VALUE_BYTES} THEN i.value END
+FROM {{source}} i
+WHERE {{match}}{{skip}}
+{{cut}}
 """
 #: Through the GIN index: the scope's match is written so that the planner does not intersect
 #: it with a scope-wide index (the postings are the scope's already).

@@ -15,8 +15,14 @@ from typing import Any
 from animus_flows.protocol import indexed_text
 from animus_flows.stores.postgres.connection import Database
 from animus_flows.stores.postgres.prepare import Preparation, read_state, set_meta
-from animus_flows.stores.postgres.schema import MIGRATION_LOCK, SKIP_STATS
-from animus_flows.stores.postgres.writes import BUMP_VERSION, POSTINGS, PUT_VECTORS, indexed_body
+from animus_flows.stores.postgres.schema import MIGRATION_LOCK
+from animus_flows.stores.postgres.writes import (
+    BUMP_VERSION,
+    POSTINGS,
+    PUT_VECTORS,
+    SKIP_STATISTICS,
+    indexed_body,
+)
 from animus_flows.stores.semantic import SemanticLeg
 
 #: Items read, analyzed (and embedded) and written per transaction.
@@ -37,7 +43,7 @@ WHERE i.id = x.id AND i.value = x.value
 RETURNING i.id
 """
 _RECOUNT = [
-    f"SELECT set_config('{SKIP_STATS}', 'on', true)",
+    SKIP_STATISTICS,
     "DELETE FROM {s}.term_df WHERE scope_id = %(id)s",
     """INSERT INTO {s}.term_df (scope_id, lexeme, df)
        SELECT %(id)s, lexeme, count(*) FROM {s}.items, unnest(tsvector_to_array(tsv)) lexeme
@@ -110,7 +116,7 @@ class Reindexer:
                 cursor = await conn.execute(self.sql(_LOCK), (scope_id,))
                 if await cursor.fetchone() is None:
                     return done  # the scope was deleted meanwhile
-                await conn.execute(f"SELECT set_config('{SKIP_STATS}', 'on', true)")
+                await conn.execute(SKIP_STATISTICS)
                 cursor = await conn.execute(self.sql(_INDEX), params)
                 indexed = [item_id for (item_id,) in await cursor.fetchall()]
                 if vectors and indexed:

@@ -1,10 +1,11 @@
 """One query in the PostgreSQL store: the lexical ranking, the vector leg and their fusion.
 
 The scope's statistics and the query's terms come in one read (`lexical.TERMS`); the ranking
-statement returns every item it scored with its metadata, so the walk down the ranking judges
-filters without another read. With an embedder, the query's vector is embedded while the words
-are ranked, the scope's vectors are searched in memory (`semantic.SemanticLeg`, read again only
-when the scope's version moved), and the two rankings are fused (`semantic.fuse`).
+statement returns every item it scored with its metadata (and its value, unless large), so the
+walk down the ranking judges filters, and the hits are made, without another read. With an
+embedder, the query's vector is embedded while the words are ranked, the scope's vectors are
+searched in memory (`semantic.SemanticLeg`, read again only when the scope's version moved),
+and the two rankings are fused (`semantic.fuse`).
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def _ordered(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
 
 async def _scored(judge: Judge, query: lexical.Plan, cursor: Any) -> list[tuple[int, float]]:
     scored = []
-    for item_id, length, key, metadata, matched in await cursor.fetchall():
-        judge.offer(item_id, key, metadata, None)
+    for item_id, length, key, metadata, matched, value in await cursor.fetchall():
+        judge.offer(item_id, key, metadata, value)
         scored.append((item_id, query.score(length, matched)))
     return scored
 

@@ -131,9 +131,11 @@ class PostgresStore(BaseStore):
                 "the PostgreSQL store's DSN is empty; pass a connection string such as "
                 "postgresql://USER:PASSWORD@HOST:5432/DATABASE"
             )
-        if isinstance(pool_max_size, bool) or not isinstance(pool_max_size, int):
-            raise ConfigError(f"pool_max_size {pool_max_size!r} must be an integer >= 1")
-        if pool_max_size < 1:
+        if (
+            isinstance(pool_max_size, bool)
+            or not isinstance(pool_max_size, int)
+            or pool_max_size < 1
+        ):
             raise ConfigError(f"pool_max_size {pool_max_size!r} must be an integer >= 1")
         self.schema = check_schema_name(schema)
         self.language = check_language_name(language)
@@ -202,16 +204,20 @@ class PostgresStore(BaseStore):
         now = utcnow()
         async with self._db.connection() as conn, conn.transaction():
             written = await writes.upsert(conn, self._sql, rows, language=self.language, now=now)
-        if self._semantic is not None:
-            for lock in written.locks.values():
-                self._semantic.changed(
-                    lock.id,
-                    lock.before,
-                    lock.after,
-                    written.vectors.get(lock.id, []),
-                    written.removed.get(lock.id, []),
-                )
+        self._apply(written)
         return written, now
+
+    def _apply(self, written: Written) -> None:
+        """Tell the process's copy of the vectors what a committed write changed."""
+        if self._semantic is not None:
+            for scope_id, (before, after) in written.versions.items():
+                self._semantic.changed(
+                    scope_id,
+                    before,
+                    after,
+                    written.vectors.get(scope_id, []),
+                    written.removed.get(scope_id, []),
+                )
 
     async def _vectors(self, texts: list[str]) -> list[bytes | None]:
         if self._semantic is None:
@@ -271,60 +277,26 @@ class PostgresStore(BaseStore):
         return len(batch)
 
     async def _delete(self, scope: Scope, key: str) -> bool:
-        now = utcnow()
         async with self._db.connection() as conn, conn.transaction():
-            cursor = await conn.execute(self._sql(writes.LOCK_SCOPE), scope_ids(scope))
-            locked = await cursor.fetchone()
-            if locked is None:
-                return False
-            cursor = await conn.execute(self._sql(writes.DELETE_KEY), (locked[0], key, now))
-            gone = await cursor.fetchone()
-            if gone is None:
-                return False
-            cursor = await conn.execute(self._sql(writes.BUMP_VERSION), (locked[0],))
-            before, after = await cursor.fetchone()
-        if self._semantic is not None:
-            self._semantic.changed(locked[0], before, after, [], [gone[0]])
-        return bool(gone[1])
+            deleted, written = await writes.delete_key(conn, self._sql, scope, key, utcnow())
+        self._apply(written)
+        return deleted
 
     async def _delete_scope(self, scope: Scope) -> int:
-        params: dict[str, Any] = {"now": utcnow()}
         async with self._db.connection() as conn, conn.transaction():
-            cursor = await conn.execute(self._sql(writes.LOCK_SCOPE), scope_ids(scope))
-            locked = await cursor.fetchone()
-            if locked is None:
-                return 0
-            params["id"] = locked[0]
-            live = 0
-            for statement in writes.DELETE_SCOPE:
-                cursor = await conn.execute(self._sql(statement), params)
-                if statement.lstrip().startswith("WITH gone"):
-                    (live,) = await cursor.fetchone()
-        if self._semantic is not None:
-            self._semantic.forget(locked[0])
-        return int(live)
+            live, scope_id = await writes.delete_scope(conn, self._sql, scope, utcnow())
+        if self._semantic is not None and scope_id is not None:
+            self._semantic.forget(scope_id)
+        return live
 
     async def purge_expired(self) -> int:
         """Delete expired items for good (queries skip them either way; until then the
         scopes' statistics count them). Returns the items deleted."""
         await self._ready()
-        now = utcnow()
         async with self._db.connection() as conn, conn.transaction():
-            cursor = await conn.execute(self._sql(writes.LOCK_EXPIRED_SCOPES), (now,))
-            locked = [scope_id for (scope_id,) in await cursor.fetchall()]
-            if not locked:
-                return 0
-            cursor = await conn.execute(self._sql(writes.PURGE_EXPIRED), (locked, now))
-            gone = await cursor.fetchall()
-            bumped = {}
-            for scope_id in locked:
-                cursor = await conn.execute(self._sql(writes.BUMP_VERSION), (scope_id,))
-                bumped[scope_id] = await cursor.fetchone()
-        if self._semantic is not None:
-            for scope_id, (before, after) in bumped.items():
-                removed = [item_id for item_id, owner in gone if owner == scope_id]
-                self._semantic.changed(scope_id, before, after, [], removed)
-        return len(gone)
+            purged, written = await writes.purge_expired(conn, self._sql, utcnow())
+        self._apply(written)
+        return purged
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -92,14 +92,15 @@ RETURNING id, expires_at IS NULL OR expires_at > %s
 """
 
 #: Delete a locked scope whole; its statistics go with it rather than item by item.
-DELETE_SCOPE = [
-    f"SELECT set_config('{SKIP_STATS}', 'on', true)",
-    "DELETE FROM {s}.item_vectors WHERE scope_id = %(id)s",
-    """WITH gone AS (DELETE FROM {s}.items WHERE scope_id = %(id)s RETURNING expires_at)
-       SELECT count(*) FILTER (WHERE expires_at IS NULL OR expires_at > %(now)s) FROM gone""",
+DELETE_SCOPE_ITEMS = """
+WITH gone AS (DELETE FROM {s}.items WHERE scope_id = %(id)s RETURNING expires_at)
+SELECT count(*) FILTER (WHERE expires_at IS NULL OR expires_at > %(now)s) FROM gone
+"""
+DELETE_SCOPE_REST = [
     "DELETE FROM {s}.term_df WHERE scope_id = %(id)s",
     "DELETE FROM {s}.scopes WHERE id = %(id)s",
 ]
+SKIP_STATISTICS = f"SELECT set_config('{SKIP_STATS}', 'on', true)"
 
 #: The scopes holding expired items, locked in the writers' order.
 LOCK_EXPIRED_SCOPES = """
@@ -155,10 +156,11 @@ class Row:
 
 @dataclass
 class Written:
-    """What an upsert did: per scope its lock, per item its id and creation time, and the
-    vectors written and removed (for the process's copy of them)."""
+    """What a write did: the scopes it changed, by id, with their versions before and after;
+    each item's creation time; the vectors written and the items whose vectors went (for the
+    process's copy of the vectors, `SemanticLeg.changed`)."""
 
-    locks: dict[Scope, ScopeLock] = field(default_factory=dict)
+    versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     created: dict[tuple[Scope, str], datetime] = field(default_factory=dict)
     vectors: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     removed: dict[int, list[int]] = field(default_factory=dict)
@@ -174,18 +176,31 @@ async def lock_scopes(conn: Any, sql: Any, scopes: list[Scope]) -> dict[Scope, S
     return locks
 
 
+async def _lock_existing(conn: Any, sql: Any, scope: Scope) -> int | None:
+    cursor = await conn.execute(sql(LOCK_SCOPE), scope_ids(scope))
+    locked = await cursor.fetchone()
+    return None if locked is None else int(locked[0])
+
+
+async def _bump(conn: Any, sql: Any, scope_id: int, written: Written) -> None:
+    cursor = await conn.execute(sql(BUMP_VERSION), (scope_id,))
+    before, after = await cursor.fetchone()
+    written.versions[scope_id] = (before, after)
+
+
 async def upsert(conn: Any, sql: Any, rows: list[Row], *, language: str, now: datetime) -> Written:
     """Write `rows` (one per scope and key) in the caller's transaction: their scopes locked
     first, all of them, then `BATCH_ROWS` items per statement."""
     written = Written()
-    written.locks = await lock_scopes(conn, sql, list(dict.fromkeys(row.scope for row in rows)))
-    scopes = {lock.id: scope for scope, lock in written.locks.items()}
+    locks = await lock_scopes(conn, sql, list(dict.fromkeys(row.scope for row in rows)))
+    written.versions = {lock.id: (lock.before, lock.after) for lock in locks.values()}
+    scopes = {lock.id: scope for scope, lock in locks.items()}
     for start in range(0, len(rows), BATCH_ROWS):
         batch = rows[start : start + BATCH_ROWS]
         params = {
             "now": now,
             "language": language,
-            "scope_ids": [written.locks[row.scope].id for row in batch],
+            "scope_ids": [locks[row.scope].id for row in batch],
             "keys": [row.key for row in batch],
             "values": [row.value for row in batch],
             "metadata": [row.metadata for row in batch],
@@ -200,7 +215,7 @@ async def upsert(conn: Any, sql: Any, rows: list[Row], *, language: str, now: da
             if unvectored:
                 written.removed.setdefault(scope_id, []).append(item_id)
         vectors = [
-            (ids[written.locks[row.scope].id, row.key], written.locks[row.scope].id, row.vector)
+            (ids[locks[row.scope].id, row.key], locks[row.scope].id, row.vector)
             for row in batch
             if row.vector is not None
         ]
@@ -209,3 +224,52 @@ async def upsert(conn: Any, sql: Any, rows: list[Row], *, language: str, now: da
             for item_id, scope_id, blob in vectors:
                 written.vectors.setdefault(scope_id, []).append((item_id, blob))  # type: ignore[arg-type]
     return written
+
+
+async def delete_key(
+    conn: Any, sql: Any, scope: Scope, key: str, now: datetime
+) -> tuple[bool, Written]:
+    """Delete one item in the caller's transaction; True when it was there and live."""
+    written = Written()
+    scope_id = await _lock_existing(conn, sql, scope)
+    if scope_id is None:
+        return False, written
+    cursor = await conn.execute(sql(DELETE_KEY), (scope_id, key, now))
+    gone = await cursor.fetchone()
+    if gone is None:
+        return False, written
+    await _bump(conn, sql, scope_id, written)
+    written.removed[scope_id] = [gone[0]]
+    return bool(gone[1]), written
+
+
+async def delete_scope(conn: Any, sql: Any, scope: Scope, now: datetime) -> tuple[int, int | None]:
+    """Delete a scope whole in the caller's transaction: its live items counted, and its id
+    (None when there was no such scope)."""
+    scope_id = await _lock_existing(conn, sql, scope)
+    if scope_id is None:
+        return 0, None
+    params = {"id": scope_id, "now": now}
+    await conn.execute(SKIP_STATISTICS)
+    await conn.execute(sql("DELETE FROM {s}.item_vectors WHERE scope_id = %(id)s"), params)
+    cursor = await conn.execute(sql(DELETE_SCOPE_ITEMS), params)
+    (live,) = await cursor.fetchone()
+    for statement in DELETE_SCOPE_REST:
+        await conn.execute(sql(statement), params)
+    return int(live), scope_id
+
+
+async def purge_expired(conn: Any, sql: Any, now: datetime) -> tuple[int, Written]:
+    """Delete the expired items in the caller's transaction, their scopes locked first."""
+    written = Written()
+    cursor = await conn.execute(sql(LOCK_EXPIRED_SCOPES), (now,))
+    locked = [scope_id for (scope_id,) in await cursor.fetchall()]
+    if not locked:
+        return 0, written
+    cursor = await conn.execute(sql(PURGE_EXPIRED), (locked, now))
+    gone = await cursor.fetchall()
+    for scope_id in locked:
+        await _bump(conn, sql, scope_id, written)
+    for item_id, scope_id in gone:
+        written.removed.setdefault(scope_id, []).append(item_id)
+    return len(gone), written
