@@ -175,6 +175,7 @@ async def seed_hook(dsn: str, items: int) -> None:
                     for n in range(start, min(items, start + 10_000))
                 ]
             )
+        await store.optimize()  # as after any bulk load
         await store.aclose()
 
 
@@ -335,8 +336,9 @@ async def main() -> None:
             if "ingest" in parts:
                 two = ingest(dsn, batches, batches + 100, writers=2)
                 print(f"same, two writer processes at once: {two:,.0f} items/s ({load()})")
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("VACUUM ANALYZE ingest.items")
+            store = PostgresStore(dsn, schema="ingest")
+            await store.optimize()  # as after any bulk load
+            await store.aclose()
         if "query" in parts:
             for mix in ("natural", "keywords"):
                 samples = await query_latency(dsn, corpus, args.queries, mix)

@@ -349,6 +349,12 @@ def test_nul_characters_are_stored_and_found_around(store):
     assert [hit.key for hit in store.query(Scope("p"), "narwhal")] == ["k"]
 
 
+def test_optimize_after_a_bulk_load_keeps_every_item_findable(store):
+    store._run("put_many", [(Scope("p"), f"k{n}", f"walrus {n}", None) for n in range(50)])
+    store._run("optimize")
+    assert len(store.query(Scope("p"), "walrus", top_k=100)) == 50
+
+
 def test_get_many_reads_what_get_reads_and_checks_its_keys(store):
     store.put(Scope("p"), "a", 1)
     store.put(Scope("p"), "b", 2, ttl_seconds=1)
