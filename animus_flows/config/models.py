@@ -29,7 +29,6 @@ from animus_flows.redaction import looks_like_secret
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ID_HINT = "letters, digits, '.', '_' and '-', starting with a letter or digit"
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PG_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 TEMPLATE_FIELDS = frozenset({"project_id", "agent_id", "task_id", "phase_id"})
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
@@ -194,22 +193,21 @@ class PostgresSpec(Model):
     @field_validator("schema_")
     @classmethod
     def _schema_name(cls, schema: str) -> str:
-        if not _PG_NAME.match(schema) or len(schema) > 63 or schema.startswith("pg_"):
-            raise ValueError(
-                f"{schema[:80]!r} is not a schema name the store uses; use lowercase letters, "
-                "digits and '_' (at most 63, not starting with a digit or pg_), e.g. animus"
-            )
+        from animus_flows.stores.postgres.schema import schema_problem  # no psycopg needed
+
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise ValueError(problem)
         return schema
 
     @field_validator("language")
     @classmethod
     def _configuration_name(cls, language: str) -> str:
-        head, _, tail = language.partition(".")
-        if not all(_PG_NAME.match(part) for part in ([head, tail] if tail else [head])):
-            raise ValueError(
-                f"{language[:80]!r} is not a text search configuration name; use a lowercase "
-                "name such as english, german or simple (optionally schema.name)"
-            )
+        from animus_flows.stores.postgres.schema import language_problem
+
+        problem = language_problem(language)
+        if problem is not None:
+            raise ValueError(problem)
         return language
 
 

@@ -48,6 +48,40 @@ def test_a_postgres_entry_loads_with_its_defaults(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        (
+            "schema: Team-Memory",
+            "stores.team.schema: 'Team-Memory' is not a schema name this store uses; use "
+            "lowercase letters, digits and '_' (at most 63, not starting with a digit or pg_), "
+            "e.g. animus",
+        ),
+        (
+            "language: 'english; drop'",
+            "stores.team.language: 'english; drop' is not a text search configuration name; use "
+            "a lowercase name such as english, german or simple (optionally schema.name)",
+        ),
+        (
+            f"dsn_env: 'postgresql://app:{SECRET}@db/prod'",
+            "stores.team.dsn_env: looks like a connection string, not the name of an environment "
+            "variable; put the DSN in an environment variable such as ANIMUS_DATABASE_URL and "
+            "write the variable's name here (dsn_env: ANIMUS_DATABASE_URL)",
+        ),
+        ("schma: x", "stores.team.schma: unknown key 'schma'; did you mean 'schema'?"),
+        ("pool_max_size: 0", "stores.team.pool_max_size: must be >= 1, got 0"),
+    ],
+    ids=["schema", "language", "dsn-pasted", "typo", "pool"],
+)
+def test_a_postgres_entry_with_a_mistake_is_one_located_line(tmp_path, entry, message):
+    path = tmp_path / "animus.yaml"
+    path.write_text(f"version: 1\nstores:\n  team: {{type: postgres, {entry}}}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_workflow(path)
+    assert str(raised.value).endswith(message), str(raised.value)
+    assert SECRET not in str(raised.value) and raised.value.exit_code == 2
+
+
 def test_the_config_models_load_a_postgres_entry_without_psycopg(tmp_path):
     path = workflow(tmp_path, "animus", ", language: german, embedder: {type: local}")
     script = textwrap.dedent(

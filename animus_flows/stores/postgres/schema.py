@@ -39,7 +39,7 @@ from animus_flows.errors import ConfigError
 DEFAULT_SCHEMA = "animus"
 #: PostgreSQL's limit on an identifier's length, in bytes.
 MAX_SCHEMA_CHARS = 63
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: The advisory lock migrations take: one for every animus schema of a database (a few
 #: milliseconds, once per process). Any 64-bit number of our own; this one spells "animusPG".
 MIGRATION_LOCK = 0x616E696D75735047
@@ -48,20 +48,40 @@ MIGRATION_LOCK = 0x616E696D75735047
 SKIP_STATS = "animus.skip_stats"
 
 
+def schema_problem(schema: object) -> str | None:
+    """Why `schema` is no schema name the store uses (a plain lowercase identifier), or None."""
+    if (
+        isinstance(schema, str)
+        and _NAME.match(schema)
+        and len(schema) <= MAX_SCHEMA_CHARS
+        and not schema.startswith("pg_")
+    ):
+        return None
+    return (
+        f"{str(schema)[:80]!r} is not a schema name this store uses; use lowercase letters, "
+        f"digits and '_' (at most {MAX_SCHEMA_CHARS}, not starting with a digit or pg_), e.g. "
+        "animus"
+    )
+
+
+def language_problem(language: object) -> str | None:
+    """Why `language` cannot name a text search configuration (`english`, `simple`,
+    `myschema.custom`), or None; the server checks that it exists."""
+    parts = language.split(".") if isinstance(language, str) else []
+    if 1 <= len(parts) <= 2 and all(_NAME.match(part) for part in parts):
+        return None
+    return (
+        f"{str(language)[:80]!r} is not a text search configuration name; use a lowercase "
+        "name such as english, german or simple (optionally schema.name)"
+    )
+
+
 def check_schema_name(schema: object) -> str:
     """`schema` when it is a plain lowercase PostgreSQL identifier; ConfigError otherwise."""
-    if (
-        not isinstance(schema, str)
-        or not _SCHEMA_NAME.match(schema)
-        or len(schema) > MAX_SCHEMA_CHARS
-        or schema.startswith("pg_")
-    ):
-        raise ConfigError(
-            f"schema {str(schema)[:80]!r} is not a schema name this store uses; use lowercase "
-            f"letters, digits and '_' (at most {MAX_SCHEMA_CHARS}, not starting with a digit "
-            "or pg_), e.g. animus"
-        )
-    return schema
+    problem = schema_problem(schema)
+    if problem is not None:
+        raise ConfigError(f"schema {problem}")
+    return schema  # type: ignore[return-value]
 
 
 def quoted(schema: str) -> str:

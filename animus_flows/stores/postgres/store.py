@@ -4,7 +4,6 @@ package)."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,24 +51,17 @@ from animus_flows.stores.postgres.reads import (
     prefix_end,
 )
 from animus_flows.stores.postgres.reindex import Reindexer
-from animus_flows.stores.postgres.schema import DEFAULT_SCHEMA, Statements, check_schema_name
+from animus_flows.stores.postgres.schema import (
+    DEFAULT_SCHEMA,
+    Statements,
+    check_schema_name,
+    language_problem,
+)
 from animus_flows.stores.postgres.writes import Row, Written, scope_ids
 from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg
 
 MAX_QUERY_TOP_K = 1000
 DEFAULT_LANGUAGE = "english"
-_CONFIG_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
-
-
-def check_language_name(language: object) -> str:
-    """`language` when it can name a text search configuration (`english`, `simple`,
-    `myschema.custom`); ConfigError otherwise. The server checks that it exists."""
-    if not isinstance(language, str) or not _CONFIG_NAME.match(language) or len(language) > 127:
-        raise ConfigError(
-            f"language {str(language)[:80]!r} is not a text search configuration name; use a "
-            "lowercase name such as english, german or simple (optionally schema.name)"
-        )
-    return language
 
 
 class PostgresStore(BaseStore):
@@ -138,7 +130,10 @@ class PostgresStore(BaseStore):
         ):
             raise ConfigError(f"pool_max_size {pool_max_size!r} must be an integer >= 1")
         self.schema = check_schema_name(schema)
-        self.language = check_language_name(language)
+        problem = language_problem(language)
+        if problem is not None:
+            raise ConfigError(f"language {problem}")
+        self.language = language
         self._where = f"PostgreSQL store (schema {self.schema})"
         self._db = Database(
             secret,
