@@ -45,6 +45,7 @@ format: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_sqlite.py
 	$(BIN)/python benchmarks/bench_ledger.py
+	$(BIN)/python benchmarks/bench_postgres.py
 	$(BIN)/python benchmarks/bench_loader.py
 	$(BIN)/python benchmarks/bench_layer.py
 	$(BIN)/python benchmarks/bench_scan.py

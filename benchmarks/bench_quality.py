@@ -31,6 +31,7 @@ from quality.evaluate import (
     BM25Retriever,
     Corpus,
     DenseRetriever,
+    PostgresStoreRetriever,
     Retriever,
     SQLiteStoreRetriever,
     evaluate,
@@ -64,6 +65,8 @@ RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "bm25": BM25Retriever,
     "dense": lambda: DenseRetriever(_local()),
     "hybrid": lambda: SQLiteStoreRetriever(embedder=_local()),
+    "postgres": PostgresStoreRetriever,
+    "postgres-hybrid": lambda: PostgresStoreRetriever(embedder=_local()),
     # a diagnostic: the same store with the ranking's statistics of one scope only
     "sqlite-file-per-scope": lambda: SQLiteStoreRetriever(file_per_scope=True),
     # the other stemmer: SQLite FTS5's built-in porter tokenizer

@@ -7,6 +7,7 @@ works in a fresh worker.
 
 from animus_flows.blocks.base import MEMORY_STORE_CAPABILITY, MemoryStoreBlock
 from animus_flows.blocks.jsonrpc import JsonRpcMemoryStore
+from animus_flows.blocks.postgres import PostgresMemoryStore
 from animus_flows.blocks.sqlite import SQLiteMemoryStore
 from animus_flows.blocks.zep import ZepMemoryStore
 
@@ -14,6 +15,7 @@ __all__ = [
     "MEMORY_STORE_CAPABILITY",
     "JsonRpcMemoryStore",
     "MemoryStoreBlock",
+    "PostgresMemoryStore",
     "SQLiteMemoryStore",
     "ZepMemoryStore",
 ]

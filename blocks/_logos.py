@@ -8,3 +8,4 @@ ASSETS_URL = "https://raw.githubusercontent.com/animus-flows/animus-flows/main/d
 SQLITE_LOGO = ASSETS_URL + "sqlite-logo.png"
 ZEP_LOGO = ASSETS_URL + "zep-logo.png"
 JSONRPC_LOGO = ASSETS_URL + "jsonrpc-logo.png"
+POSTGRES_LOGO = ASSETS_URL + "postgres-logo.png"

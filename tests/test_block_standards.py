@@ -18,14 +18,16 @@ from animus_flows.blocks import (
     MEMORY_STORE_CAPABILITY,
     JsonRpcMemoryStore,
     MemoryStoreBlock,
+    PostgresMemoryStore,
     SQLiteMemoryStore,
     ZepMemoryStore,
 )
 from animus_flows.blocks._logos import ASSETS_URL
-from animus_flows.protocol import MemoryStore
+from animus_flows.protocol import MemoryStore, Scope
+from animus_flows.stores.postgres import PostgresStore
 from animus_flows.stores.zep import ZepStore
 
-BLOCKS = [SQLiteMemoryStore, ZepMemoryStore, JsonRpcMemoryStore]
+BLOCKS = [SQLiteMemoryStore, ZepMemoryStore, JsonRpcMemoryStore, PostgresMemoryStore]
 ASSETS = Path(__file__).resolve().parents[1] / "docs" / "assets"
 
 
@@ -103,3 +105,23 @@ def test_zep_block_hands_out_a_zep_store_and_never_shows_the_key():
     clone = pickle.loads(pickle.dumps(block))
     assert clone._store is None and clone.api_key.get_secret_value() == "z_block-secret-key"
     assert block.get_block_type_slug() == "animus-zep-memory-store"
+
+
+async def test_postgres_block_hands_out_a_postgres_store_and_never_shows_the_dsn(postgres_dsn):
+    dsn = postgres_dsn.replace("animus@", "animus:pg-block-secret@")  # trust: any password
+    block = PostgresMemoryStore(dsn=dsn, schema="block_store", language="simple")
+    for text in (repr(block), str(block), block.model_dump_json()):
+        assert "pg-block-secret" not in text
+    store = block.get_store()
+    assert isinstance(store, PostgresStore) and block.get_store() is store
+    assert (store.schema, store.language) == ("block_store", "simple")
+    assert "pg-block-secret" not in repr(store)
+    await store.put(Scope("p"), "k", "the walrus")
+    assert [hit.key for hit in await store.query(Scope("p"), "the")] == [
+        "k"
+    ]  # simple: no stop words
+    await store.aclose()
+    clone = pickle.loads(pickle.dumps(block))
+    assert clone._store is None and clone.dsn.get_secret_value() == dsn
+    assert block.get_block_type_slug() == "animus-postgres-memory-store"
+    assert PostgresMemoryStore(dsn=dsn).model_dump(by_alias=True)["schema"] == "animus"

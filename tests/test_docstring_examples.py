@@ -24,6 +24,11 @@ NEEDS = {
     "animus_flows.runtime.flows.workflow_flow": ("animus.yaml", "a workflow file"),
     "animus_flows.stores.jsonrpc.JsonRpcStore": ("my_plugin.py", "a store plugin program"),
     "animus_flows.stores.zep.ZepStore": ("ZEP_API_KEY", "a Zep server (network)"),
+    "animus_flows.stores.postgres.store.PostgresStore": (
+        "ANIMUS_DATABASE_URL",
+        "a PostgreSQL server",
+    ),
+    "animus_flows.blocks.postgres.PostgresMemoryStore": ("BLOCK_NAME", "a saved Prefect block"),
     "animus_flows.blocks.jsonrpc.JsonRpcMemoryStore": ("BLOCK_NAME", "a saved Prefect block"),
     "animus_flows.blocks.sqlite.SQLiteMemoryStore": ("BLOCK_NAME", "a saved Prefect block"),
     "animus_flows.blocks.zep.ZepMemoryStore": ("BLOCK_NAME", "a saved Prefect block"),

@@ -412,13 +412,14 @@ def _fields_at(loc: Loc) -> list[str]:
         if annotation is None:
             return []
     model = _as_model(annotation)
-    return [name for name in model.model_fields] if model else []
+    return [field.alias or name for name, field in model.model_fields.items()] if model else []
 
 
 def _step(annotation: Any, part: str | int) -> Any:
     model = _as_model(annotation)
     if model is not None:
-        field = model.model_fields.get(str(part))
+        fields = {field.alias or name: field for name, field in model.model_fields.items()}
+        field = fields.get(str(part))
         return field.annotation if field else None
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:

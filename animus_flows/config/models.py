@@ -147,6 +147,70 @@ class JsonRpcSpec(Model):
     call_timeout_ms: int = Field(5000, ge=1, description="Deadline for one call.")
 
 
+class PostgresSpec(Model):
+    """PostgreSQL, the store many workers share (DESIGN section 12); needs the postgres extra
+    at run time, not to load the file."""
+
+    type: Literal["postgres"]
+    dsn_env: str = Field(
+        "ANIMUS_DATABASE_URL",
+        description="Environment variable holding the DSN (postgresql://USER:PASSWORD@HOST/DB);"
+        " the DSN itself never goes in the file.",
+    )
+    schema_: str = Field(
+        "animus",
+        alias="schema",
+        description="The PostgreSQL schema holding the store's tables (lowercase letters, "
+        "digits and '_').",
+    )
+    language: str = Field(
+        "english",
+        description="The text search configuration: stop words and stemming (english, german, "
+        "...; simple: neither); the server must have it.",
+    )
+    pool_max_size: int = Field(10, ge=1, description="The most connections a process opens.")
+    embedder: EmbedderSpec | None = Field(
+        None, description="A model to rank by meaning too (section 11); omitted: words only."
+    )
+
+    @field_validator("dsn_env")
+    @classmethod
+    def _env_name(cls, name: str) -> str:
+        # A DSN pasted here would be echoed by every "set the ... variable" message.
+        if "://" in name or "=" in name or looks_like_secret(name):
+            raise ValueError(
+                "looks like a connection string, not the name of an environment variable; put "
+                "the DSN in an environment variable such as ANIMUS_DATABASE_URL and write the "
+                "variable's name here (dsn_env: ANIMUS_DATABASE_URL)"
+            )
+        if not ENV_NAME_PATTERN.match(name):
+            raise ValueError(
+                f"{name[:80]!r} is not an environment variable name; use letters, digits and "
+                "'_', not starting with a digit (e.g. dsn_env: ANIMUS_DATABASE_URL)"
+            )
+        return name
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema_name(cls, schema: str) -> str:
+        from animus_flows.stores.postgres.schema import schema_problem  # no psycopg needed
+
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise ValueError(problem)
+        return schema
+
+    @field_validator("language")
+    @classmethod
+    def _configuration_name(cls, language: str) -> str:
+        from animus_flows.stores.postgres.schema import language_problem
+
+        problem = language_problem(language)
+        if problem is not None:
+            raise ValueError(problem)
+        return language
+
+
 class BlockRef(Model):
     """A saved Prefect block document of a memory-store block type."""
 
@@ -157,8 +221,10 @@ class BlockRef(Model):
     )
 
 
-STORE_TYPES = ("sqlite", "zep", "jsonrpc", "block")
-StoreSpec = Annotated[SQLiteSpec | ZepSpec | JsonRpcSpec | BlockRef, Field(discriminator="type")]
+STORE_TYPES = ("sqlite", "postgres", "zep", "jsonrpc", "block")
+StoreSpec = Annotated[
+    SQLiteSpec | PostgresSpec | ZepSpec | JsonRpcSpec | BlockRef, Field(discriminator="type")
+]
 
 
 # -- budget, bindings, agents, workflows ----------------------------------------------------

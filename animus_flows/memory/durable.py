@@ -109,13 +109,20 @@ def postgres_store(url: str, source: str = "database_url") -> MemoryStore:
     """The PostgreSQL store at `url`; its module (and psycopg, the `postgres` extra) is
     imported only here, so the layer imports without them."""
     try:
-        from animus_flows.stores.postgres import PostgresStore  # type: ignore[import-not-found]
+        from animus_flows.stores.postgres import PostgresStore
     except ImportError as exc:
         raise ConfigError(
             f"{source} {shown_head(url, 80)} needs PostgreSQL support, which needs the postgres "
             f"extra: pip install 'animus-flows[postgres]' ({exc.name} is missing)"
         ) from None
-    return PostgresStore(url)  # type: ignore[no-any-return]
+    if not issubclass(PostgresStore, LedgerStore):
+        # the PostgreSQL store ships before its ledger: never a durable layer that keeps none
+        raise ConfigError(
+            f"{source} {shown_head(url, 80)} names a PostgreSQL database, whose store keeps no "
+            "ledger yet; use sqlite:///PATH for the durable backend, or the PostgreSQL store "
+            "without a ledger (MemoryLayer(PostgresStore(...)))"
+        )
+    return PostgresStore(url)
 
 
 def sqlite_path(url: str, source: str = "database_url") -> str:

@@ -175,6 +175,12 @@ class SemanticLeg:
                 _queries.popitem(last=False)
         return vector
 
+    def current(self, scope_key: Hashable, version: int) -> bool:
+        """Whether the kept vectors of a scope are at `version`: a search needs no load then
+        (a store whose reads are async loads first, when this is False)."""
+        with self._lock:
+            return self._versions.get(scope_key) == version
+
     def search(
         self, scope_key: Hashable, version: int, load: Loader, vector: Any, k: int
     ) -> list[tuple[int, float]]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from animus_flows.config.embedder import EmbedderSpec
 from animus_flows.config.models import (
     BlockRef,
     JsonRpcSpec,
+    PostgresSpec,
     SQLiteSpec,
     StoreSpec,
     WorkflowFile,
@@ -46,6 +48,8 @@ def open_store(
             language=spec.language,
             embedder=embedder_of(spec.embedder),
         )
+    if isinstance(spec, PostgresSpec):
+        return _postgres(spec, plugin_id)
     if isinstance(spec, JsonRpcSpec):
         from animus_flows.stores.jsonrpc import JsonRpcStore
 
@@ -70,5 +74,28 @@ def open_store(
         )
     raise ConfigError(
         f"store type {spec.type!r} is not supported by this version of animus-flows; "
-        "use type: sqlite, zep or jsonrpc"
+        "use type: sqlite, postgres, zep or jsonrpc"
+    )
+
+
+def _postgres(spec: PostgresSpec, plugin_id: str | None) -> MemoryStore:
+    """The store of a `type: postgres` entry; its DSN comes from `dsn_env`, never the file."""
+    from animus_flows.stores.postgres.connection import require_psycopg
+
+    where = f"stores.{plugin_id}" if plugin_id else "the postgres store"
+    dsn = os.environ.get(spec.dsn_env, "")
+    if not dsn.strip():
+        raise ConfigError(
+            f"{where}: no PostgreSQL DSN; set the {spec.dsn_env} environment variable to "
+            "postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or name another one with dsn_env)"
+        )
+    require_psycopg()
+    from animus_flows.stores.postgres import PostgresStore
+
+    return PostgresStore(
+        dsn,
+        schema=spec.schema_,
+        language=spec.language,
+        embedder=embedder_of(spec.embedder),
+        pool_max_size=spec.pool_max_size,
     )

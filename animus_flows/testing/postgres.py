@@ -58,12 +58,20 @@ class TemporaryCluster:
             a throwaway cluster gains speed and loses nothing worth keeping. Benchmarks that
             report write throughput pass `durable=True`.
         max_connections: the server's limit; a scale-out test runs many pools at once.
+        settings: more server settings (`{"shared_buffers": "2GB"}`), as `-c name=value`.
     """
 
-    def __init__(self, *, durable: bool = False, max_connections: int = 200) -> None:
+    def __init__(
+        self,
+        *,
+        durable: bool = False,
+        max_connections: int = 200,
+        settings: dict[str, object] | None = None,
+    ) -> None:
         self.bin = find_binaries()
         self.durable = durable
         self.max_connections = max_connections
+        self.settings = dict(settings or {})
         self.port = 0
         self.folder: Path | None = None
 
@@ -109,6 +117,7 @@ class TemporaryCluster:
         }
         if not self.durable:
             settings |= {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
+        settings |= self.settings
         options = " ".join(f"-c {name}={value}" for name, value in settings.items())
         for _attempt in range(3):  # a free port can be taken before the server binds it
             self.port = free_port()

@@ -617,6 +617,41 @@ class SQLiteStoreRetriever:
             self._folder = None
 
 
+class PostgresStoreRetriever(SQLiteStoreRetriever):
+    """The PostgreSQL store as it is, on a throwaway cluster (`animus_flows.testing.postgres`),
+    one schema for the whole corpus, scopes and values as `SQLiteStoreRetriever` writes them."""
+
+    def __init__(self, *, embedder: Any = None) -> None:
+        super().__init__(embedder=embedder)
+        self.name = "PostgresStore, lexical" if embedder is None else "PostgresStore, hybrid"
+        self._cluster: Any = None
+
+    async def index(self, corpus: Corpus) -> None:
+        from animus_flows.stores.postgres import PostgresStore
+        from animus_flows.testing.postgres import TemporaryCluster
+
+        await self.close()
+        self._cluster = TemporaryCluster().__enter__()
+        store = PostgresStore(self._cluster.create_database("quality"), embedder=self.embedder)
+        for scope in corpus.scopes:
+            self.stores[scope.id] = store
+            entries = []
+            for memory in scope.memories:
+                metadata = dict(memory.extra)
+                if memory.session_date is not None:
+                    metadata["session_date"] = memory.session_date
+                entries.append(
+                    (self.scope_of(scope.id), memory.key, {"content": memory.text}, metadata)
+                )
+            await store.put_many(entries)
+
+    async def close(self) -> None:
+        await super().close()
+        if self._cluster is not None:
+            self._cluster.__exit__(None, None, None)
+            self._cluster = None
+
+
 class DenseRetriever:
     """The vector leg alone: every memory embedded (as the store embeds it), each scope's
     vectors searched by cosine, no floor: dense retrieval as a reference for the hybrid."""

@@ -132,7 +132,7 @@ def _mutate(old: str, new: str) -> str:
             "type: sqlite",
             "type: sqlit",
             "workflow.yaml:5:11: stores.memory-local.type: unknown store type 'sqlit'; expected one "
-            "of 'sqlite', 'zep', 'jsonrpc', 'block'",
+            "of 'sqlite', 'postgres', 'zep', 'jsonrpc', 'block'",
         ),
         (
             "read: true",
@@ -245,8 +245,8 @@ def _mutate(old: str, new: str) -> str:
         (
             "    type: block\n",
             "",
-            "stores.memory-zep.type: missing `type`; expected one of 'sqlite', 'zep', 'jsonrpc', "
-            "'block'",
+            "stores.memory-zep.type: missing `type`; expected one of 'sqlite', 'postgres', 'zep', "
+            "'jsonrpc', 'block'",
         ),
     ],
 )

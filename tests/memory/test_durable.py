@@ -305,14 +305,14 @@ def test_a_configuration_that_cannot_work_is_one_line_naming_the_fix(
     assert list(Path(tmp_path).iterdir()) == []  # nothing was created
 
 
-def test_postgresql_urls_need_the_postgres_store(tmp_path, monkeypatch):
+def test_postgresql_urls_need_a_postgres_store_with_a_ledger(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as raised:
         durable("postgresql://app:hunter2@db.example/prod")
     assert str(raised.value) == (
-        "database_url 'postgresql://app:[REDACTED:url_password]@db.example/prod' needs "
-        "PostgreSQL support, which needs the postgres extra: pip install "
-        "'animus-flows[postgres]' (animus_flows.stores.postgres is missing)"
+        "database_url 'postgresql://app:[REDACTED:url_password]@db.example/prod' names a "
+        "PostgreSQL database, whose store keeps no ledger yet; use sqlite:///PATH for the "
+        "durable backend, or the PostgreSQL store without a ledger (MemoryLayer(PostgresStore(...)))"
     )
     monkeypatch.setenv("ANIMUS_MEMORY_BACKEND", "durable")
     monkeypatch.setenv("ANIMUS_DATABASE_URL", "postgres://app@db.example/prod")

@@ -1,0 +1,275 @@
+"""Writing the PostgreSQL store: scopes locked first, in one order, then items in one statement.
+
+Every write transaction starts by locking the rows of the scopes it touches (`lock_scopes`,
+creating the missing ones), in the order of their ids as text (`project_id`, `agent_id`,
+`task_id`, by code point). Writes to one scope therefore take turns, which keeps its statistics
+exact (the triggers of `schema` update them), and writes to several scopes cannot deadlock.
+Locking a scope also bumps its `version`, which tells a process keeping the scope's vectors in
+memory to read them again; this process's own copy follows the change instead
+(`SemanticLeg.changed`, with the version before and after).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from animus_flows.protocol import Scope
+from animus_flows.stores.postgres.schema import SKIP_STATS
+
+#: The most characters of an item's text indexed: PostgreSQL refuses a tsvector over 1 MiB,
+#: which a text of a few hundred thousand words could reach. The rest is stored, not indexed.
+MAX_INDEXED_CHARS = 262_144
+#: Items written per statement of a batch (all of a batch in one transaction).
+BATCH_ROWS = 2000
+
+#: An item's postings (`schema`): its lexemes, each prefixed with its scope's id.
+POSTINGS = "ARRAY(SELECT {scope} || 'x' || lexeme FROM unnest(tsvector_to_array({tsv})) lexeme)"
+
+LOCK_SCOPES = """
+INSERT INTO {s}.scopes AS s (project_id, agent_id, task_id, version)
+SELECT x.p, x.a, x.t, nextval('{s}.scope_versions')
+FROM unnest(%s::text[], %s::text[], %s::text[]) AS x (p, a, t)
+ORDER BY x.p COLLATE "C", x.a COLLATE "C", x.t COLLATE "C"
+ON CONFLICT (project_id, agent_id, task_id)
+DO UPDATE SET previous_version = s.version, version = excluded.version
+RETURNING s.id, s.project_id, s.agent_id, s.task_id, s.previous_version, s.version
+"""
+
+#: Lock an existing scope without creating it (deletes): its id, or no row.
+LOCK_SCOPE = """
+SELECT id FROM {s}.scopes
+WHERE project_id = %s AND agent_id = %s AND task_id = %s FOR UPDATE
+"""
+
+BUMP_VERSION = """
+UPDATE {s}.scopes SET previous_version = version, version = nextval('{s}.scope_versions')
+WHERE id = %s RETURNING previous_version, version
+"""
+
+#: Upsert items given as parallel arrays; an overwritten item keeps its id and creation time
+#: (unless it had expired) and loses its vector, which was of its old text.
+UPSERT = f"""
+WITH written AS (
+    INSERT INTO {{s}}.items AS i
+        (scope_id, key, value, metadata, created_at, updated_at, expires_at, tsv, postings, length)
+    SELECT x.scope_id, x.key, x.value, x.metadata, %(now)s, %(now)s, x.expires_at, t.tsv,
+           {POSTINGS.format(scope="x.scope_id", tsv="t.tsv")},
+           length(t.tsv)
+    FROM unnest(%(scope_ids)s::bigint[], %(keys)s::text[], %(values)s::text[],
+                %(metadata)s::text[], %(expires)s::timestamptz[], %(texts)s::text[])
+         AS x (scope_id, key, value, metadata, expires_at, body)
+    CROSS JOIN LATERAL (SELECT to_tsvector(%(language)s::regconfig, x.body) AS tsv) t
+    ON CONFLICT (scope_id, key) DO UPDATE SET
+        value = excluded.value,
+        metadata = excluded.metadata,
+        updated_at = excluded.updated_at,
+        expires_at = excluded.expires_at,
+        tsv = excluded.tsv,
+        postings = excluded.postings,
+        length = excluded.length,
+        created_at = CASE WHEN i.expires_at <= excluded.updated_at
+                          THEN excluded.created_at ELSE i.created_at END
+    RETURNING i.id, i.scope_id, i.key, i.created_at
+), unvectored AS (
+    DELETE FROM {{s}}.item_vectors v USING written w WHERE v.item_id = w.id RETURNING v.item_id
+)
+SELECT w.id, w.scope_id, w.key, w.created_at, u.item_id IS NOT NULL
+FROM written w LEFT JOIN unvectored u ON u.item_id = w.id
+"""
+
+PUT_VECTORS = """
+INSERT INTO {s}.item_vectors (item_id, scope_id, vector)
+SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[])
+ON CONFLICT (item_id) DO UPDATE SET vector = excluded.vector
+"""
+
+#: Delete one key of a locked scope: its id and whether it was live.
+DELETE_KEY = """
+DELETE FROM {s}.items WHERE scope_id = %s AND key = %s
+RETURNING id, expires_at IS NULL OR expires_at > %s
+"""
+
+#: Delete a locked scope whole; its statistics go with it rather than item by item.
+DELETE_SCOPE_ITEMS = """
+WITH gone AS (DELETE FROM {s}.items WHERE scope_id = %(id)s RETURNING expires_at)
+SELECT count(*) FILTER (WHERE expires_at IS NULL OR expires_at > %(now)s) FROM gone
+"""
+DELETE_SCOPE_REST = [
+    "DELETE FROM {s}.term_df WHERE scope_id = %(id)s",
+    "DELETE FROM {s}.scopes WHERE id = %(id)s",
+]
+SKIP_STATISTICS = f"SELECT set_config('{SKIP_STATS}', 'on', true)"
+
+#: The scopes holding expired items, locked in the writers' order.
+LOCK_EXPIRED_SCOPES = """
+SELECT id FROM {s}.scopes WHERE id IN (
+    SELECT DISTINCT scope_id FROM {s}.items WHERE expires_at IS NOT NULL AND expires_at <= %s
+)
+ORDER BY project_id, agent_id, task_id FOR UPDATE
+"""
+
+PURGE_EXPIRED = """
+DELETE FROM {s}.items WHERE scope_id = ANY(%s) AND expires_at IS NOT NULL AND expires_at <= %s
+RETURNING id, scope_id
+"""
+
+
+def scope_ids(scope: Scope) -> tuple[str, str, str]:
+    """The `scopes` columns of `scope`: absent agent and task ids are `''`."""
+    return (scope.project_id, scope.agent_id or "", scope.task_id or "")
+
+
+def indexed_body(text: str) -> str:
+    """What `to_tsvector` is given for an item's text: NUL characters (which PostgreSQL text
+    cannot hold) become spaces, and at most `MAX_INDEXED_CHARS` are kept."""
+    return text[:MAX_INDEXED_CHARS].replace("\x00", " ")
+
+
+def moment(value: datetime) -> datetime:
+    """A timestamp as the store returns it: in UTC, whatever the session's time zone."""
+    return value.astimezone(UTC)
+
+
+@dataclass
+class ScopeLock:
+    """A scope locked by a write: its id and its version before and after the write."""
+
+    id: int
+    before: int
+    after: int
+
+
+@dataclass
+class Row:
+    """One item to write, its JSON already encoded and its text extracted."""
+
+    scope: Scope
+    key: str
+    value: str
+    metadata: str
+    expires_at: datetime | None
+    text: str
+    vector: bytes | None = None
+
+
+@dataclass
+class Written:
+    """What a write did: the scopes it changed, by id, with their versions before and after;
+    each item's creation time; the vectors written and the items whose vectors went (for the
+    process's copy of the vectors, `SemanticLeg.changed`)."""
+
+    versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    created: dict[tuple[Scope, str], datetime] = field(default_factory=dict)
+    vectors: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
+    removed: dict[int, list[int]] = field(default_factory=dict)
+
+
+async def lock_scopes(conn: Any, sql: Any, scopes: list[Scope]) -> dict[Scope, ScopeLock]:
+    """Create the missing scopes of `scopes` and lock them all (see the module)."""
+    columns = list(zip(*(scope_ids(scope) for scope in scopes), strict=True))
+    cursor = await conn.execute(sql(LOCK_SCOPES), [list(column) for column in columns])
+    locks: dict[Scope, ScopeLock] = {}
+    for scope_id, project, agent, task, before, after in await cursor.fetchall():
+        locks[Scope(project, agent or None, task or None)] = ScopeLock(scope_id, before, after)
+    return locks
+
+
+async def _lock_existing(conn: Any, sql: Any, scope: Scope) -> int | None:
+    cursor = await conn.execute(sql(LOCK_SCOPE), scope_ids(scope))
+    locked = await cursor.fetchone()
+    return None if locked is None else int(locked[0])
+
+
+async def _bump(conn: Any, sql: Any, scope_id: int, written: Written) -> None:
+    cursor = await conn.execute(sql(BUMP_VERSION), (scope_id,))
+    before, after = await cursor.fetchone()
+    written.versions[scope_id] = (before, after)
+
+
+async def upsert(conn: Any, sql: Any, rows: list[Row], *, language: str, now: datetime) -> Written:
+    """Write `rows` (one per scope and key) in the caller's transaction: their scopes locked
+    first, all of them, then `BATCH_ROWS` items per statement."""
+    written = Written()
+    locks = await lock_scopes(conn, sql, list(dict.fromkeys(row.scope for row in rows)))
+    written.versions = {lock.id: (lock.before, lock.after) for lock in locks.values()}
+    scopes = {lock.id: scope for scope, lock in locks.items()}
+    for start in range(0, len(rows), BATCH_ROWS):
+        batch = rows[start : start + BATCH_ROWS]
+        params = {
+            "now": now,
+            "language": language,
+            "scope_ids": [locks[row.scope].id for row in batch],
+            "keys": [row.key for row in batch],
+            "values": [row.value for row in batch],
+            "metadata": [row.metadata for row in batch],
+            "expires": [row.expires_at for row in batch],
+            "texts": [indexed_body(row.text) for row in batch],
+        }
+        cursor = await conn.execute(sql(UPSERT), params)
+        ids: dict[tuple[int, str], int] = {}
+        for item_id, scope_id, key, created_at, unvectored in await cursor.fetchall():
+            ids[scope_id, key] = item_id
+            written.created[scopes[scope_id], key] = moment(created_at)
+            if unvectored:
+                written.removed.setdefault(scope_id, []).append(item_id)
+        vectors = [
+            (ids[locks[row.scope].id, row.key], locks[row.scope].id, row.vector)
+            for row in batch
+            if row.vector is not None
+        ]
+        if vectors:
+            await conn.execute(sql(PUT_VECTORS), [list(c) for c in zip(*vectors, strict=True)])
+            for item_id, scope_id, blob in vectors:
+                written.vectors.setdefault(scope_id, []).append((item_id, blob))  # type: ignore[arg-type]
+    return written
+
+
+async def delete_key(
+    conn: Any, sql: Any, scope: Scope, key: str, now: datetime
+) -> tuple[bool, Written]:
+    """Delete one item in the caller's transaction; True when it was there and live."""
+    written = Written()
+    scope_id = await _lock_existing(conn, sql, scope)
+    if scope_id is None:
+        return False, written
+    cursor = await conn.execute(sql(DELETE_KEY), (scope_id, key, now))
+    gone = await cursor.fetchone()
+    if gone is None:
+        return False, written
+    await _bump(conn, sql, scope_id, written)
+    written.removed[scope_id] = [gone[0]]
+    return bool(gone[1]), written
+
+
+async def delete_scope(conn: Any, sql: Any, scope: Scope, now: datetime) -> tuple[int, int | None]:
+    """Delete a scope whole in the caller's transaction: its live items counted, and its id
+    (None when there was no such scope)."""
+    scope_id = await _lock_existing(conn, sql, scope)
+    if scope_id is None:
+        return 0, None
+    params = {"id": scope_id, "now": now}
+    await conn.execute(SKIP_STATISTICS)
+    await conn.execute(sql("DELETE FROM {s}.item_vectors WHERE scope_id = %(id)s"), params)
+    cursor = await conn.execute(sql(DELETE_SCOPE_ITEMS), params)
+    (live,) = await cursor.fetchone()
+    for statement in DELETE_SCOPE_REST:
+        await conn.execute(sql(statement), params)
+    return int(live), scope_id
+
+
+async def purge_expired(conn: Any, sql: Any, now: datetime) -> tuple[int, Written]:
+    """Delete the expired items in the caller's transaction, their scopes locked first."""
+    written = Written()
+    cursor = await conn.execute(sql(LOCK_EXPIRED_SCOPES), (now,))
+    locked = [scope_id for (scope_id,) in await cursor.fetchall()]
+    if not locked:
+        return 0, written
+    cursor = await conn.execute(sql(PURGE_EXPIRED), (locked, now))
+    gone = await cursor.fetchall()
+    for scope_id in locked:
+        await _bump(conn, sql, scope_id, written)
+    for item_id, scope_id in gone:
+        written.removed.setdefault(scope_id, []).append(item_id)
+    return len(gone), written
