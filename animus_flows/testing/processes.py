@@ -44,3 +44,8 @@ class ProcessGroup:
         with contextlib.suppress(ProcessLookupError):  # stragglers, or a leader that hung
             os.killpg(pgid, signal.SIGKILL)
         self.process.wait(timeout=15)
+
+
+def clean_environment() -> dict[str, str]:
+    """This process's environment without Prefect settings: each child gets its own."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}

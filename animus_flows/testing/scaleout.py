@@ -16,7 +16,6 @@ and its write-back items in the shared store.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import subprocess
@@ -30,21 +29,14 @@ from typing import Any
 import httpx
 import yaml
 
-from animus_flows.testing.postgres import TemporaryCluster, free_port
+from animus_flows.testing.postgres import TemporaryCluster
+from animus_flows.testing.prefect_server import PrefectServer, start_prefect_server
 from animus_flows.testing.processes import ProcessGroup
 
 BIN = Path(sys.executable).parent
 POOL = "animus-pool"
-STARTUP_S = 180  # a cold server migrates its database first: slow on a loaded machine
+WORKERS_ONLINE_S = 120  # workers start in a few seconds; a loaded machine takes longer
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-# Server services that schedule or clean up: submitted runs need none of them.
-IDLE_SERVICES = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS",
-                 "REPOSSESSOR", "TRIGGERS", "CLEANUP_RECONCILER")  # fmt: skip
-
-
-def clean_environment() -> dict[str, str]:
-    """This process's environment without Prefect settings: each child gets its own."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
 
 
 @dataclass
@@ -109,10 +101,8 @@ class ScaleOut:
         self.folder = folder
         self.deployment = deployment
         self.copy = folder / example.name
-        self.port = free_port()
-        self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.store_dsn = ""
-        self._server: ProcessGroup | None = None
+        self.server: PrefectServer | None = None
         self._deployment_id = ""
 
     # -- setting up ----------------------------------------------------------------------
@@ -121,7 +111,14 @@ class ScaleOut:
         database = self.cluster.create_database("prefect")
         self.store_dsn = self.cluster.create_database("animus_memory")
         try:
-            self._start_server(database)
+            self.server = start_prefect_server(
+                self.folder / "server",
+                env={
+                    "PREFECT_API_DATABASE_CONNECTION_URL": database.replace(
+                        "postgresql://", "postgresql+asyncpg://", 1
+                    )
+                },
+            )
             self._prepare_example()
             self._prefect("work-pool", "create", POOL, "--type", "process", "--overwrite")
             self._prefect("--no-prompt", "deploy", "--all", cwd=self.copy)
@@ -132,58 +129,23 @@ class ScaleOut:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
 
     def client_env(self, home: str) -> dict[str, str]:
         """The environment of a client of the server (the CLI, a worker, its flow runs)."""
+        assert self.server is not None, "the server is not running"
         return {
-            **clean_environment(),
-            "PREFECT_API_URL": self.api_url,
-            "PREFECT_HOME": str(self.folder / home),
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            **self.server.client_env(home),
             "ANIMUS_DATABASE_URL": self.store_dsn,
             # Workers look for runs every second (the default is every 10 s).
             "PREFECT_WORKER_QUERY_SECONDS": "1",
         }
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = httpx.request(method, f"{self.api_url}{path}", timeout=60, **kwargs)
-        response.raise_for_status()
-        return response.json()
-
-    def _start_server(self, database_dsn: str) -> None:
-        env = {
-            **clean_environment(),
-            "PREFECT_HOME": str(self.folder / "server-home"),
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "PREFECT_API_DATABASE_CONNECTION_URL": database_dsn.replace(
-                "postgresql://", "postgresql+asyncpg://", 1
-            ),
-            "PREFECT_UI_ENABLED": "false",
-            "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
-            **{f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVICES},
-        }
-        log = self.folder / "server.log"
-        command = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1"]
-        with log.open("wb") as out:
-            self._server = ProcessGroup(
-                [*command, "--port", str(self.port)],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + STARTUP_S
-        while time.monotonic() < deadline:
-            if self._server.poll() is not None:
-                raise RuntimeError(f"prefect server exited:\n{tail(log)}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.api_url}/health", timeout=2).json() is True:
-                    return
-            time.sleep(0.25)
-        raise RuntimeError(f"prefect server did not answer within {STARTUP_S} s:\n{tail(log)}")
+        assert self.server is not None, "the server is not running"
+        return self.server.api(method, path, **kwargs)
 
     def _prepare_example(self) -> None:
         shutil.copytree(
@@ -253,16 +215,17 @@ class ScaleOut:
 
     def _wait_for_workers(self, count: int) -> None:
         """Until `count` workers of the pool are online (they start in a few seconds)."""
-        deadline = time.monotonic() + STARTUP_S
+        deadline = time.monotonic() + WORKERS_ONLINE_S
         while time.monotonic() < deadline:
             online = self.api("POST", f"/work_pools/{POOL}/workers/filter", json={})
             if sum(1 for w in online if w.get("status") == "ONLINE") >= count:
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"{count} workers did not come online within {STARTUP_S} s")
+        raise RuntimeError(f"{count} workers did not come online within {WORKERS_ONLINE_S} s")
 
     async def _submit(self, runs: int) -> list[str]:
-        async with httpx.AsyncClient(base_url=self.api_url, timeout=60) as client:
+        assert self.server is not None
+        async with httpx.AsyncClient(base_url=self.server.api_url, timeout=60) as client:
 
             async def submit(n: int) -> str:
                 response = await client.post(
@@ -364,8 +327,3 @@ class ScaleOut:
         finally:
             await registry.aclose()
         return counts
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    return "\n".join(text.splitlines()[-lines:])

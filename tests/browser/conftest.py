@@ -14,23 +14,20 @@ reason; with CI=true they fail, so CI never passes without having looked at the 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+
+from animus_flows.testing.prefect_server import PrefectServer, start_prefect_server
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -51,9 +48,6 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1600, "height": 1000}
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-SERVER_STARTUP_S = 180  # a cold start migrates the database and copies the UI: slow on loaded CI
-IDLE_SERVICES = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS",
-                 "REPOSSESSOR", "TRIGGERS", "CLEANUP_RECONCILER")  # fmt: skip
 UI_TIMEOUT_MS = 30_000  # the longest a page may take to show what a test waits for
 
 
@@ -76,157 +70,25 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def clean_environment() -> dict[str, str]:
-    """This process's environment without Prefect settings: each child gets its own."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-
-
 # -- the Prefect server --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PrefectServer:
-    """A `prefect server start` of this session, with its UI at `url`."""
-
-    url: str  # http://127.0.0.1:<port>
-    root: Path  # its PREFECT_HOME, UI files and log are under here
-    log: Path
-
-    @property
-    def api_url(self) -> str:
-        return f"{self.url}/api"
-
-    def client_env(self) -> dict[str, str]:
-        """The environment for a client process (`animus run`, `prefect ...`) of this server."""
-        return {
-            **clean_environment(),
-            "PREFECT_API_URL": self.api_url,
-            "PREFECT_HOME": str(self.root / "client-home"),
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        }
-
-    def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = httpx.request(method, f"{self.api_url}{path}", timeout=30, **kwargs)
-        response.raise_for_status()
-        return response.json()
-
-    def wait_for_events(
-        self, flow_run_id: str, event: str, until: Callable[[list[dict[str, Any]]], bool]
-    ) -> list[dict[str, Any]]:
-        """The flow run's `event` events, once `until(events)` holds (or the UI timeout
-        passed): the server persists events in batches, a moment after a run sent them."""
-        deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
-        body = {
-            "filter": {
-                "event": {"name": [event]},
-                "any_resource": {"id": [f"prefect.flow-run.{flow_run_id}"]},
-            },
-            "limit": 50,  # the API's most per page; a run of these tests makes fewer
-        }
-        while True:
-            events = self.api("POST", "/events/filter", json=body)["events"]
-            if until(events) or time.monotonic() > deadline:
-                return events
-            time.sleep(0.25)
-
-    def log_tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class ProcessGroup:
-    """A child started in a process group of its own, and stopped whole: no orphans.
-
-    The leader is reaped only once the group has been killed: until then its zombie keeps
-    its pid, which is the group's id, from being reused, so the signals reach no one else.
-    """
-
-    def __init__(self, command: list[str], **options: Any) -> None:
-        self.process = subprocess.Popen(command, start_new_session=True, **options)
-
-    def poll(self) -> int | None:
-        """The leader's exit status once it has exited, without reaping it."""
-        if self.process.returncode is not None:
-            return self.process.returncode
-        info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        return None if info is None else info.si_status
-
-    def stop(self, grace_s: float = 15) -> None:
-        """SIGTERM to the group, SIGKILL to whatever is left after `grace_s`; idempotent."""
-        if self.process.returncode is not None:
-            return  # stopped and reaped already
-        pgid = self.process.pid
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while self.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        with contextlib.suppress(ProcessLookupError):  # stragglers, or a leader that hung
-            os.killpg(pgid, signal.SIGKILL)
-        self.process.wait(timeout=15)
-
-
-def wait_until_healthy(server: PrefectServer, process: ProcessGroup) -> None:
-    deadline = time.monotonic() + SERVER_STARTUP_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(
-                f"prefect server exited with code {process.poll()} before it answered:\n"
-                f"{server.log_tail()}",
-                pytrace=False,
-            )
-        with contextlib.suppress(httpx.HTTPError):
-            health = httpx.get(f"{server.api_url}/health", timeout=2)
-            if health.status_code == 200 and health.json() is True:
-                ui = httpx.get(server.url, timeout=5, follow_redirects=True)
-                assert ui.status_code == 200 and "<html" in ui.text.lower(), ui.text[:500]
-                return
-        time.sleep(0.25)
-    pytest.fail(
-        f"prefect server did not answer {server.api_url}/health within {SERVER_STARTUP_S} s:\n"
-        f"{server.log_tail()}",
-        pytrace=False,
-    )
 
 
 @pytest.fixture(scope="session")
 def prefect_ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
     """`prefect server start` on a free port with its own PREFECT_HOME, UI included."""
     root = tmp_path_factory.mktemp("prefect-ui-server")
-    port = free_port()
-    server = PrefectServer(url=f"http://127.0.0.1:{port}", root=root, log=root / "server.log")
-    env = {
-        **clean_environment(),
-        "PREFECT_HOME": str(root / "home"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_UI_API_URL": server.api_url,
-        # The UI's files are copied out of the wheel at start-up: here, not into site-packages.
-        "PREFECT_UI_STATIC_DIRECTORY": str(root / "ui"),
-        "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
-        # Events reach the event feed once persisted; the default waits up to 5 s for a batch.
-        "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "0.5",
-        "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
-        # Services that schedule, reschedule or clean up runs: nothing here needs them, and
-        # they share the machine's CPU with the suite. Events and task runs are recorded.
-        **{f"PREFECT_SERVER_SERVICES_{service}_ENABLED": "false" for service in IDLE_SERVICES},
-    }
-    command = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    with server.log.open("wb") as log:
-        process = ProcessGroup(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-    atexit.register(process.stop)  # should the session end without its teardown
     try:
-        wait_until_healthy(server, process)
+        # Events reach the event feed once persisted; the default waits up to 5 s for a batch.
+        server = start_prefect_server(
+            root, ui=True, env={"PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "0.5"}
+        )
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    atexit.register(server.stop)  # should the session end without its teardown
+    try:
         yield server
     finally:
-        process.stop()
+        server.stop()
 
 
 # -- the browser ---------------------------------------------------------------------------
