@@ -35,7 +35,7 @@ from animus_flows.protocol import (
     utcnow,
 )
 from animus_flows.redaction import get_logger
-from animus_flows.stores.base import EXPIRES_KEY, parse_expiry
+from animus_flows.stores.checks import EXPIRES_KEY, parse_expiry
 
 log = get_logger("animus_flows.jsonrpc.server")
 

@@ -32,7 +32,7 @@ from animus_flows.errors import InvalidRequest
 from animus_flows.memory.records import Memory, parse_record_time
 from animus_flows.protocol import JSON, Scope, utcnow
 from animus_flows.redaction import redact, refuse_secret_in_key
-from animus_flows.stores.base import check_key
+from animus_flows.stores.checks import check_key
 
 EXPORT_FORMAT = "animus-memories"
 EXPORT_VERSION = 1

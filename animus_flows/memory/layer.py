@@ -42,7 +42,7 @@ from animus_flows.memory.records import (
 from animus_flows.memory.tiers import TierPolicy, shifted
 from animus_flows.memory.writes import ScopedStore, ingest
 from animus_flows.protocol import JSON, MemoryStore, Scope, check_count, utcnow
-from animus_flows.stores.base import check_scope
+from animus_flows.stores.checks import check_scope
 from animus_flows.stores.redacting import redacting
 from animus_flows.stores.sync import LoopRunner, SyncStore, blocking_method
 

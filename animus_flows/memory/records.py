@@ -28,7 +28,7 @@ from pydantic import (
 
 from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, RESERVED_METADATA_KEYS, utcnow
-from animus_flows.stores.base import check_json
+from animus_flows.stores.checks import check_json
 
 
 class MemoryType(StrEnum):

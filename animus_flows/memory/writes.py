@@ -38,7 +38,7 @@ from animus_flows.protocol import (
     utcnow,
 )
 from animus_flows.redaction import redact_json, redaction_metadata
-from animus_flows.stores.base import PutEntry
+from animus_flows.stores.checks import PutEntry
 
 
 def ingest(memory: Memory, *, entities: bool, extract: bool = True) -> None:

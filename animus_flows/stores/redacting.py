@@ -25,7 +25,7 @@ from animus_flows.protocol import (
     Scope,
 )
 from animus_flows.redaction import redact_item, refuse_secret_in_id, refuse_secret_in_key
-from animus_flows.stores.base import PutEntry, entry_fields
+from animus_flows.stores.checks import PutEntry, entry_fields
 
 
 def redacting(store: MemoryStore) -> RedactingStore:

@@ -39,7 +39,9 @@ from animus_flows.protocol import (
 )
 from animus_flows.redaction import shown_url
 from animus_flows.stores import zep_wire as wire
-from animus_flows.stores.base import BaseStore, check_scope, cursor_key, item_page
+from animus_flows.stores.base import BaseStore
+from animus_flows.stores.checks import check_scope
+from animus_flows.stores.cursors import cursor_key, item_page
 from animus_flows.stores.zep_http import (
     ZepConflict,
     ZepNotFound,

@@ -24,7 +24,8 @@ from animus_flows.protocol import (
     indexed_text,
     utcnow,
 )
-from animus_flows.stores.base import EXPIRES_KEY, numeric_cursor, stored_expiry
+from animus_flows.stores.checks import EXPIRES_KEY, stored_expiry
+from animus_flows.stores.cursors import numeric_cursor
 
 SCHEMA = 1
 ROLE = "animus-memory"

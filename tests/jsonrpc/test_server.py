@@ -13,7 +13,7 @@ from animus_flows.jsonrpc import codec
 from animus_flows.jsonrpc.server import PluginServer
 from animus_flows.protocol import MAX_TTL_SECONDS, Scope
 from animus_flows.stores import SQLiteStore
-from animus_flows.stores.base import EXPIRES_KEY
+from animus_flows.stores.checks import EXPIRES_KEY
 from animus_flows.stores.zep import ZepStore
 
 WORKFLOW = """\

@@ -8,7 +8,7 @@ import pytest
 from animus_flows.errors import ConfigError, InvalidRequest, StoreUnavailable
 from animus_flows.protocol import Scope
 from animus_flows.stores import zep_wire as wire
-from animus_flows.stores.base import EXPIRES_KEY
+from animus_flows.stores.checks import EXPIRES_KEY
 from animus_flows.stores.zep_http import (
     ZepConflict,
     ZepNotFound,

@@ -11,7 +11,7 @@ from typing import Any
 
 from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, MemoryItem, Scope, matches_filters
-from animus_flows.stores.base import check_key
+from animus_flows.stores.checks import check_key
 from animus_flows.stores.postgres.writes import moment
 
 LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"

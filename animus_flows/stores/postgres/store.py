@@ -25,18 +25,16 @@ from animus_flows.protocol import (
     indexed_text,
     utcnow,
 )
-from animus_flows.stores.base import (
-    BaseStore,
+from animus_flows.stores.base import BaseStore
+from animus_flows.stores.checks import (
     PutEntry,
     check_key,
     check_scope,
-    cursor_key,
     encode_json,
     entry_fields,
-    item_page,
     metadata_object,
-    numeric_cursor,
 )
+from animus_flows.stores.cursors import cursor_key, item_page, numeric_cursor
 from animus_flows.stores.postgres import lexical, search, writes
 from animus_flows.stores.postgres.connection import Database
 from animus_flows.stores.postgres.prepare import Preparation

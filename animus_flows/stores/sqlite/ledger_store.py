@@ -7,7 +7,7 @@ import sqlite3
 from animus_flows.ledger import LedgerEvent, VersionedItem, check_expected_version
 from animus_flows.protocol import JSON, Scope, utcnow
 from animus_flows.redaction import get_logger
-from animus_flows.stores.base import check_key, check_scope, stored_json
+from animus_flows.stores.checks import check_key, check_scope, stored_json
 from animus_flows.stores.sqlite import ledger
 from animus_flows.stores.sqlite.reads import item_of
 from animus_flows.stores.sqlite.store import SQLiteStore

@@ -12,7 +12,7 @@ from typing import Any
 
 from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, MemoryItem, Scope, matches_filters
-from animus_flows.stores.base import check_key
+from animus_flows.stores.checks import check_key
 from animus_flows.stores.semantic import SemanticLeg, fuse
 from animus_flows.stores.sqlite import lexical
 from animus_flows.stores.sqlite.schema import id_range

@@ -27,18 +27,16 @@ from animus_flows.protocol import (
 )
 from animus_flows.redaction import get_logger
 from animus_flows.stores.analysis import DEFAULT_LANGUAGE, analyzer
-from animus_flows.stores.base import (
-    BaseStore,
+from animus_flows.stores.base import BaseStore
+from animus_flows.stores.checks import (
     PutEntry,
     check_key,
     check_scope,
-    cursor_key,
     encode_json,
     entry_fields,
-    item_page,
     metadata_object,
-    numeric_cursor,
 )
+from animus_flows.stores.cursors import cursor_key, item_page, numeric_cursor
 from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg
 from animus_flows.stores.sqlite import ledger, lexical
 from animus_flows.stores.sqlite.connection import StoreFile, transaction
