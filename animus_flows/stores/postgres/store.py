@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from animus_flows.embedders import Embedder
 
 from animus_flows.errors import ConfigError
+from animus_flows.ledger import LedgerEvent, VersionedItem, check_expected_version
 from animus_flows.protocol import (
     JSON,
     Capabilities,
@@ -36,8 +37,9 @@ from animus_flows.stores.base import (
     item_page,
     metadata_object,
     numeric_cursor,
+    stored_json,
 )
-from animus_flows.stores.postgres import lexical, search, writes
+from animus_flows.stores.postgres import ledger, lexical, search, writes
 from animus_flows.stores.postgres.connection import Database
 from animus_flows.stores.postgres.prepare import Preparation
 from animus_flows.stores.postgres.reads import (
@@ -85,6 +87,11 @@ class PostgresStore(BaseStore):
 
     Every write waits for its vectors when there is an embedder: a written item is found by
     words and by meaning as soon as the write returns, by every worker.
+
+    Every change is recorded in the schema's ledger, in the change's transaction
+    (`animus_flows.ledger.LedgerStore`: `get_versioned`, `put_versioned(...,
+    expected_version=N)`, `ledger_events`); it is the store of
+    `MemoryLayer(backend="durable", database_url="postgresql://...")`.
 
     Example:
         ```python
@@ -195,10 +202,19 @@ class PostgresStore(BaseStore):
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def _write(self, rows: list[Row]) -> tuple[Written, datetime]:
+    async def _write(
+        self, rows: list[Row], expected_version: int | None = None
+    ) -> tuple[Written, datetime]:
         now = utcnow()
         async with self._db.connection() as conn, conn.transaction():
-            written = await writes.upsert(conn, self._sql, rows, language=self.language, now=now)
+            written = await writes.upsert(
+                conn,
+                self._sql,
+                rows,
+                language=self.language,
+                now=now,
+                expected_version=expected_version,
+            )
         self._apply(written)
         return written, now
 
@@ -227,6 +243,17 @@ class PostgresStore(BaseStore):
         metadata: dict[str, JSON],
         expires_at: datetime | None,
     ) -> MemoryItem:
+        return (await self._put_one(scope, key, value, metadata, expires_at)).item
+
+    async def _put_one(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        metadata: dict[str, JSON],
+        expires_at: datetime | None,
+        expected_version: int | None = None,
+    ) -> VersionedItem:
         text = indexed_text(value)
         (vector,) = await self._vectors([text])
         row = Row(
@@ -238,9 +265,10 @@ class PostgresStore(BaseStore):
             text,
             vector,
         )
-        written, now = await self._write([row])
+        written, now = await self._write([row], expected_version)
         created_at = written.created[scope, key]
-        return MemoryItem(scope, key, value, metadata, created_at, now, expires_at)
+        item = MemoryItem(scope, key, value, metadata, created_at, now, expires_at)
+        return VersionedItem(item, written.ledger[scope, key])
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
         """Store many `(scope, key, value, metadata[, ttl_seconds])` entries in one
@@ -290,7 +318,7 @@ class PostgresStore(BaseStore):
         rows' hint bits nor run on the planner's guesses. Safe at any time."""
         await self._ready()
         async with self._db.connection() as conn:
-            for table in ("items", "term_df", "scopes", "item_vectors"):
+            for table in ("items", "term_df", "scopes", "item_vectors", "ledger"):
                 await conn.execute(self._sql(f"VACUUM (ANALYZE) {{s}}.{table}"))
 
     async def purge_expired(self) -> int:
@@ -301,6 +329,46 @@ class PostgresStore(BaseStore):
             purged, written = await writes.purge_expired(conn, self._sql, utcnow())
         self._apply(written)
         return purged
+
+    # -- the ledger (`animus_flows.ledger.LedgerStore`) ---------------------------------------
+
+    async def get_versioned(self, scope: Scope, key: str) -> VersionedItem | None:
+        """The live item under `key` with its version, or None."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        rows = await self._rows(ledger.VERSIONED_ITEM, (*scope_ids(scope), key, utcnow()))
+        return VersionedItem(item_of(scope, rows[0][:6]), int(rows[0][6])) if rows else None
+
+    async def put_versioned(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        expected_version: int | None = None,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> VersionedItem:
+        """`put`, returning the key's new version; with `expected_version`, only when the key's
+        live version is that (0: no live item), else `ConflictError` and nothing written."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        expected = check_expected_version(expected_version)
+        value = stored_json("value", value)
+        checked = self._check_metadata(metadata)
+        expires_at = self._expiry(ttl_seconds)
+        return await self._put_one(scope, key, value, checked, expires_at, expected)
+
+    async def ledger_events(self, scope: Scope, key: str) -> list[LedgerEvent]:
+        """Every change of `key` in `scope`, oldest first (deleted keys too; `[]` for a key
+        never written)."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        rows = await self._rows(ledger.EVENTS, (*scope_ids(scope), key))
+        return [ledger.event_of(scope, key, row) for row in rows]
 
     # -- reads --------------------------------------------------------------------------------
 
