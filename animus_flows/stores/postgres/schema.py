@@ -29,6 +29,9 @@ The tables (version 1):
 
 Version 2 adds `ledger`: every change of every item (`ledger.py`), by scope id, key and the
 key's version. A scope's row is kept when the scope is deleted, so its id names its history.
+Version 3 adds `embedding_queue`: with an embedder, the items written one at a time wait there
+for their vectors, newest first, each claimed by one process as it embeds it (`claimed_until`,
+`claimed_by`: see `embedding.py`).
 """
 
 from __future__ import annotations
@@ -278,8 +281,23 @@ def _ledger(s: str) -> list[str]:
     ]
 
 
+def _embedding_queue(s: str) -> list[str]:
+    """The queue of items waiting for vectors (version 3)."""
+    return [
+        f"""CREATE TABLE {s}.embedding_queue (
+            item_id bigint PRIMARY KEY REFERENCES {s}.items (id) ON DELETE CASCADE,
+            queued_at timestamptz NOT NULL,
+            claimed_until timestamptz,
+            claimed_by integer
+        )""",
+        f"CREATE INDEX embedding_queue_newest"
+        f" ON {s}.embedding_queue (queued_at DESC, item_id DESC)",
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "scopes, items with a tsvector, per-scope term statistics, vectors", _version_1),
     Migration(2, "the ledger of every change", _ledger),
+    Migration(3, "the queue of items waiting for vectors", _embedding_queue),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -85,10 +85,20 @@ FROM written w LEFT JOIN unvectored u ON u.item_id = w.id
 JOIN recorded r ON r.scope_id = w.scope_id AND r.key = w.key
 """
 
+#: Items' vectors, written: the items leave the embedding queue, if they were in it.
 PUT_VECTORS = """
+WITH dequeued AS (DELETE FROM {s}.embedding_queue WHERE item_id = ANY(%(ids)s))
 INSERT INTO {s}.item_vectors (item_id, scope_id, vector)
-SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[])
+SELECT * FROM unnest(%(ids)s::bigint[], %(scope_ids)s::bigint[], %(vectors)s::bytea[])
 ON CONFLICT (item_id) DO UPDATE SET vector = excluded.vector
+"""
+
+#: Items written without their vectors wait for them, newest first; one queued already goes
+#: to the front, free to be claimed again (a process embedding its old text stores nothing).
+QUEUE = """
+INSERT INTO {s}.embedding_queue (item_id, queued_at) SELECT unnest(%s::bigint[]), %s
+ON CONFLICT (item_id)
+DO UPDATE SET queued_at = excluded.queued_at, claimed_until = NULL, claimed_by = NULL
 """
 
 #: Delete one key of a locked scope: its id and whether it was live.
@@ -154,12 +164,14 @@ class Row:
 @dataclass
 class Written:
     """What a write did: the scopes it changed, by id, with their versions before and after;
-    each item's creation time and ledger version; the vectors written and the items whose
-    vectors went (for the process's copy of the vectors, `SemanticLeg.changed`)."""
+    each item's creation time and ledger version; the vectors written, the items whose
+    vectors went (for the process's copy of the vectors, `SemanticLeg.changed`) and those
+    queued for vectors."""
 
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     created: dict[tuple[Scope, str], datetime] = field(default_factory=dict)
     ledger: dict[tuple[Scope, str], int] = field(default_factory=dict)  # each key's new version
+    queued: list[int] = field(default_factory=list)  # items now waiting for their vectors
     vectors: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     removed: dict[int, list[int]] = field(default_factory=dict)
 
@@ -194,11 +206,13 @@ async def upsert(
     language: str,
     now: datetime,
     expected_version: int | None = None,
+    queue: bool = False,
 ) -> Written:
     """Write `rows` (one per scope and key) in the caller's transaction: their scopes locked
     first, all of them, then `BATCH_ROWS` items per statement, each recorded in the ledger.
     With `expected_version` (one row), only when that is the key's live version: else
-    `ConflictError`, and the caller's transaction writes nothing."""
+    `ConflictError`, and the caller's transaction writes nothing. With `queue` (a store with
+    an embedder), rows without a vector are queued for one."""
     written = Written()
     locks = await lock_scopes(conn, sql, list(dict.fromkeys(row.scope for row in rows)))
     written.versions = {lock.id: (lock.before, lock.after) for lock in locks.values()}
@@ -233,10 +247,24 @@ async def upsert(
             if row.vector is not None
         ]
         if vectors:
-            await conn.execute(sql(PUT_VECTORS), [list(c) for c in zip(*vectors, strict=True)])
-            for item_id, scope_id, blob in vectors:
-                written.vectors.setdefault(scope_id, []).append((item_id, blob))  # type: ignore[arg-type]
+            await put_vectors(conn, sql, vectors, written)
+        if queue:
+            waiting = [ids[locks[row.scope].id, row.key] for row in batch if row.vector is None]
+            if waiting:
+                await conn.execute(sql(QUEUE), (waiting, now))
+                written.queued += waiting
     return written
+
+
+async def put_vectors(
+    conn: Any, sql: Any, vectors: list[tuple[int, int, bytes]], written: Written
+) -> None:
+    """Write `(item id, scope id, vector)` triples in the caller's transaction (the items'
+    scopes locked), noted in `written`."""
+    ids, scopes, blobs = (list(column) for column in zip(*vectors, strict=True))
+    await conn.execute(sql(PUT_VECTORS), {"ids": ids, "scope_ids": scopes, "vectors": blobs})
+    for item_id, scope_id, blob in vectors:
+        written.vectors.setdefault(scope_id, []).append((item_id, blob))
 
 
 async def delete_key(
