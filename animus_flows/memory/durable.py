@@ -82,9 +82,12 @@ def open_backend(
             )
         opened: MemoryStore = durable_store(url, url_source)
     elif url and _scheme(url) not in (None, "sqlite"):
+        # a PostgreSQL URL is a DSN, never shown
+        what = "names a PostgreSQL database, not a" if _is_postgres(url) else "is no"
+        shown = "" if _is_postgres(url) else f" {shown_head(url, 80)}"
         raise ConfigError(
-            f"{url_source} {shown_head(url, 80)} is no SQLite file, and backend 'sqlite' keeps "
-            "one; pass backend='durable' (or set ANIMUS_MEMORY_BACKEND=durable) for that database"
+            f"{url_source}{shown} {what} SQLite file, and backend 'sqlite' keeps one; pass "
+            "backend='durable' (or set ANIMUS_MEMORY_BACKEND=durable) for that database"
         )
     else:
         opened = SQLiteStore(sqlite_path(url, url_source) if url else DEFAULT_SQLITE_PATH)
@@ -95,7 +98,7 @@ def durable_store(url: str, source: str = "database_url") -> MemoryStore:
     """The store that keeps a ledger at `url`: SQLite for `sqlite:///PATH` or a plain path,
     PostgreSQL for `postgresql://` and `postgres://` URLs."""
     scheme = _scheme(url)
-    if scheme in ("postgresql", "postgres"):
+    if _is_postgres(url):
         return postgres_store(url, source)
     if scheme not in (None, "sqlite"):
         raise ConfigError(
@@ -106,23 +109,19 @@ def durable_store(url: str, source: str = "database_url") -> MemoryStore:
 
 
 def postgres_store(url: str, source: str = "database_url") -> MemoryStore:
-    """The PostgreSQL store at `url`; its module (and psycopg, the `postgres` extra) is
-    imported only here, so the layer imports without them."""
+    """The PostgreSQL store at `url` (in its default schema, `animus`): every PostgreSQL store
+    keeps a ledger. Its module is imported only here, and psycopg (the `postgres` extra) only
+    as it opens, so the layer imports without them. The URL is a DSN: no error shows it."""
+    from animus_flows.stores.postgres import PostgresStore  # psycopg is imported when it opens
+
     try:
-        from animus_flows.stores.postgres import PostgresStore
-    except ImportError as exc:
-        raise ConfigError(
-            f"{source} {shown_head(url, 80)} needs PostgreSQL support, which needs the postgres "
-            f"extra: pip install 'animus-flows[postgres]' ({exc.name} is missing)"
-        ) from None
-    if not issubclass(PostgresStore, LedgerStore):
-        # the PostgreSQL store ships before its ledger: never a durable layer that keeps none
-        raise ConfigError(
-            f"{source} {shown_head(url, 80)} names a PostgreSQL database, whose store keeps no "
-            "ledger yet; use sqlite:///PATH for the durable backend, or the PostgreSQL store "
-            "without a ledger (MemoryLayer(PostgresStore(...)))"
-        )
-    return PostgresStore(url)
+        return PostgresStore(url)
+    except ConfigError as exc:  # the postgres extra missing, or a URL libpq cannot read
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _is_postgres(url: str) -> bool:
+    return _scheme(url) in ("postgresql", "postgres")
 
 
 def sqlite_path(url: str, source: str = "database_url") -> str:

@@ -9,10 +9,12 @@ items carry vectors (in the database) and queries fuse the two rankings, as the 
 does. Many processes on many machines write at once: each write locks its scopes' rows first,
 in one order, so nothing is lost and nothing deadlocks.
 
+Every change is recorded in a ledger, in the change's transaction (`animus_flows.ledger`).
+
 Modules: `schema` (tables, triggers, migrations), `prepare` (migrating on first connect, the
-language and model checks), `connection` (pools, errors without the DSN), `writes`, `reads`,
-`lexical` (BM25 ranking), `search` (one query, with the vector leg), `reindex`, `store` (the
-`PostgresStore` protocol methods). Needs `pip install "animus-flows[postgres]"`.
+language and model checks), `connection` (pools, errors without the DSN), `writes`, `ledger`,
+`reads`, `lexical` (BM25 ranking), `search` (one query, with the vector leg), `reindex`,
+`store` (the `PostgresStore` protocol methods). Needs `pip install "animus-flows[postgres]"`.
 """
 
 from animus_flows.stores.postgres.store import MAX_QUERY_TOP_K, PostgresStore

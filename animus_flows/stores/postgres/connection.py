@@ -7,7 +7,8 @@ each pool has a guard task that closes it when the loop's shutdown cancels its t
 script that never calls `aclose()` still exits. Every psycopg error
 leaves as a `StoreError` whose message has the DSN, its password and any URL credentials
 removed, raised from None so no chained exception carries them either; psycopg's own log
-records get the same treatment (`DsnFilter`).
+records get the same treatment (`DsnFilter`). A second record of one version in the ledger
+(`schema.LEDGER_KEY`) is a `ConflictError`.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from animus_flows.errors import ConfigError, StoreError, StoreTimeout, StoreUnavailable
+from animus_flows.errors import (
+    ConfigError,
+    ConflictError,
+    StoreError,
+    StoreTimeout,
+    StoreUnavailable,
+)
 from animus_flows.redaction import redact
+from animus_flows.stores.postgres.schema import LEDGER_KEY
 
 if TYPE_CHECKING:
     import psycopg
@@ -153,6 +161,14 @@ class Database:
                 f"{self.where}: no free connection to PostgreSQL within "
                 f"{self.connect_timeout_s:g} s; the server is unreachable or busy, or "
                 "pool_max_size is too small for the load"
+            )
+        if (
+            isinstance(exc, psycopg.errors.UniqueViolation)
+            and exc.diag.constraint_name == LEDGER_KEY
+        ):
+            return ConflictError(
+                f"{self.where}: another writer recorded a change of the same key at the same "
+                "moment, and nothing was written; read it again and retry"
             )
         message = self.hide(str(exc)) or type(exc).__name__
         if isinstance(exc, psycopg.errors.QueryCanceled):

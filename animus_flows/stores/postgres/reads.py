@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, MemoryItem, Scope, matches_filters
 from animus_flows.stores.checks import check_key
-from animus_flows.stores.postgres.writes import moment
 
 LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"
 #: The start of every read of a scope's items by its ids; `writes.scope_ids` fills it.
@@ -49,6 +48,16 @@ COUNT = f"""
 SELECT count(*) FROM {{s}}.items i JOIN {{s}}.scopes s ON s.id = i.scope_id
 WHERE s.project_id = %s AND s.agent_id = %s AND s.task_id = %s AND {LIVE}
 """
+
+
+def scope_ids(scope: Scope) -> tuple[str, str, str]:
+    """The `scopes` columns of `scope`: absent agent and task ids are `''`."""
+    return (scope.project_id, scope.agent_id or "", scope.task_id or "")
+
+
+def moment(value: datetime) -> datetime:
+    """A timestamp as the store returns it: in UTC, whatever the session's time zone."""
+    return value.astimezone(UTC)
 
 
 def item_of(scope: Scope, row: Sequence[Any]) -> MemoryItem:

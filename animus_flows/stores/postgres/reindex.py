@@ -120,8 +120,14 @@ class Reindexer:
                 cursor = await conn.execute(self.sql(_INDEX), params)
                 indexed = [item_id for (item_id,) in await cursor.fetchall()]
                 if vectors and indexed:
-                    columns = [indexed, [scope_id] * len(indexed), [vectors[i] for i in indexed]]
-                    await conn.execute(self.sql(PUT_VECTORS), columns)
+                    await conn.execute(
+                        self.sql(PUT_VECTORS),
+                        {
+                            "ids": indexed,
+                            "scope_ids": [scope_id] * len(indexed),
+                            "vectors": [vectors[i] for i in indexed],
+                        },
+                    )
                 await conn.execute(self.sql(BUMP_VERSION), (scope_id,))
             done += len(indexed)
             after = rows[-1][0]

@@ -26,6 +26,12 @@ The tables (version 1):
   every insert, update and delete of items, whatever statement made them.
 - `item_vectors`: with an embedder, each item's vector (float32, little-endian `bytea`).
 - `meta`: what the store was indexed with (`language`, and `embedder`: model/dimension).
+
+Version 2 adds `ledger`: every change of every item (`ledger.py`), by scope id, key and the
+key's version. A scope's row is kept when the scope is deleted, so its id names its history.
+Version 3 adds `embedding_queue`: with an embedder, the items written one at a time wait there
+for their vectors, newest first, each claimed by one process as it embeds it (`claimed_until`,
+`claimed_by`: see `embedding.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ MIGRATION_LOCK = 0x616E696D75735047
 #: A statement run with this setting on (`set_config(..., true)`: for its transaction) leaves
 #: the statistics to its caller: `delete_scope` drops a scope's statistics whole instead.
 SKIP_STATS = "animus.skip_stats"
+#: The ledger's key, (scope, key, version): a writer recording a version another recorded
+#: first breaks it, which is a conflict (`connection.Database.error`).
+LEDGER_KEY = "ledger_key_version"
 
 
 def schema_problem(schema: object) -> str | None:
@@ -249,7 +258,46 @@ def _version_1(s: str) -> list[str]:
     return [*_tables(s), *_statistics(s)]
 
 
+def _ledger(s: str) -> list[str]:
+    """The ledger (version 2); each item live when it is created starts its history at
+    version 1, valid from its last write, recorded now."""
+    return [
+        f"""CREATE TABLE {s}.ledger (
+            scope_id bigint NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            version bigint NOT NULL,
+            op text NOT NULL CHECK (op IN ('create', 'update', 'delete')),
+            value text,
+            metadata text,
+            valid_from timestamptz NOT NULL,
+            valid_to timestamptz,
+            recorded_at timestamptz NOT NULL,
+            CONSTRAINT {LEDGER_KEY} PRIMARY KEY (scope_id, key, version)
+        )""",
+        f"""INSERT INTO {s}.ledger
+            (scope_id, key, version, op, value, metadata, valid_from, valid_to, recorded_at)
+        SELECT scope_id, key, 1, 'create', value, metadata, updated_at, expires_at, now()
+        FROM {s}.items WHERE expires_at IS NULL OR expires_at > now()""",
+    ]
+
+
+def _embedding_queue(s: str) -> list[str]:
+    """The queue of items waiting for vectors (version 3)."""
+    return [
+        f"""CREATE TABLE {s}.embedding_queue (
+            item_id bigint PRIMARY KEY REFERENCES {s}.items (id) ON DELETE CASCADE,
+            queued_at timestamptz NOT NULL,
+            claimed_until timestamptz,
+            claimed_by integer
+        )""",
+        f"CREATE INDEX embedding_queue_newest"
+        f" ON {s}.embedding_queue (queued_at DESC, item_id DESC)",
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "scopes, items with a tsvector, per-scope term statistics, vectors", _version_1),
+    Migration(2, "the ledger of every change", _ledger),
+    Migration(3, "the queue of items waiting for vectors", _embedding_queue),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -15,10 +15,11 @@ import json
 from datetime import datetime
 from typing import Any
 
-from animus_flows.protocol import JSON, QueryHit
+from animus_flows.protocol import JSON, QueryHit, Scope
 from animus_flows.stores.postgres import lexical
-from animus_flows.stores.postgres.reads import NEWEST, Judge
-from animus_flows.stores.semantic import SemanticLeg, fuse
+from animus_flows.stores.postgres.reads import NEWEST, Judge, scope_ids
+from animus_flows.stores.postgres.writes import MAX_INDEXED_CHARS
+from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg, fuse
 from animus_flows.stores.sqlite import bm25_score
 
 #: Rows a listing (empty query text) reads per window while filters drop some.
@@ -141,3 +142,47 @@ async def hits(judge: Judge, best: list[tuple[int, float]], *, raw: bool) -> lis
         QueryHit(item.key, json.loads(item.value), scores[item_id], item.metadata)  # type: ignore[arg-type]
         for item_id, item in found
     ]
+
+
+async def run(
+    conn: Any,
+    sql: Any,
+    language: str,
+    scope: Scope,
+    text: str,
+    top_k: int,
+    filters: dict[str, JSON] | None,
+    now: datetime,
+    semantic: SemanticLeg | None,
+    vector: asyncio.Future[Any] | None,
+) -> list[QueryHit]:
+    """One query of `scope` under the text search configuration `language`: a listing for an
+    empty text, else the lexical ranking, fused with the vector leg when `semantic` and the
+    query's `vector` (being embedded) are given."""
+    project_id, agent_id, task_id = scope_ids(scope)
+    terms = {
+        "language": language,
+        "text": text[:MAX_INDEXED_CHARS].replace("\x00", " "),
+        "project_id": project_id,
+        "agent_id": agent_id,
+        "task_id": task_id,
+    }
+    cursor = await conn.execute(sql(lexical.TERMS), terms)
+    row = await cursor.fetchone()
+    if row is None:
+        return []  # no such scope
+    scope_id, items, total, version, lexemes, dfs = row
+    if not text.strip():
+        return await newest(conn, sql, scope_id, now, top_k, filters)
+    judge = Judge(conn, sql, scope_id, now, filters)
+    depth = top_k if semantic is None else max(top_k, FUSION_DEPTH)
+    query = lexical.plan(lexemes or [], dfs or [], items, total, depth)
+    best = []
+    if query is not None:
+        best = await ranked(conn, sql, judge, query, depth)
+    if semantic is None or vector is None:
+        return await hits(judge, best[:top_k], raw=True)
+    best = await fused(
+        conn, sql, judge, semantic, (scope_id, version), best, await vector, depth, top_k
+    )
+    return await hits(judge, best, raw=False)

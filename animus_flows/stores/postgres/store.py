@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from animus_flows.embedders import Embedder
 
 from animus_flows.errors import ConfigError
+from animus_flows.ledger import LedgerEvent, VersionedItem, check_expected_version
 from animus_flows.protocol import (
     JSON,
     Capabilities,
@@ -25,6 +26,7 @@ from animus_flows.protocol import (
     indexed_text,
     utcnow,
 )
+from animus_flows.stores.background import BackgroundEmbedding
 from animus_flows.stores.base import BaseStore
 from animus_flows.stores.checks import (
     PutEntry,
@@ -33,17 +35,18 @@ from animus_flows.stores.checks import (
     encode_json,
     entry_fields,
     metadata_object,
+    stored_json,
 )
 from animus_flows.stores.cursors import cursor_key, item_page, numeric_cursor
-from animus_flows.stores.postgres import lexical, search, writes
+from animus_flows.stores.postgres import ledger, search, writes
 from animus_flows.stores.postgres.connection import Database
+from animus_flows.stores.postgres.embedding import PostgresQueue
 from animus_flows.stores.postgres.prepare import Preparation
 from animus_flows.stores.postgres.reads import (
     COUNT,
     LIST_SCOPES,
     LIVE,
     SCOPE_ITEMS,
-    Judge,
     checked_keys,
     item_of,
     prefix_end,
@@ -56,7 +59,7 @@ from animus_flows.stores.postgres.schema import (
     language_problem,
 )
 from animus_flows.stores.postgres.writes import Row, Written, scope_ids
-from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg
+from animus_flows.stores.semantic import SemanticLeg
 
 MAX_QUERY_TOP_K = 1000
 DEFAULT_LANGUAGE = "english"
@@ -81,8 +84,15 @@ class PostgresStore(BaseStore):
         pool_max_size: the most connections the store opens per event loop.
         connect_timeout_s: how long connecting, or waiting for a free connection, may take.
 
-    Every write waits for its vectors when there is an embedder: a written item is found by
-    words and by meaning as soon as the write returns, by every worker.
+    With an embedder, `put_many` embeds its items before it writes them; a single `put` does
+    not wait for the model: its item is found by words at once, and by meaning once a
+    background task (of this process or of another worker's) has embedded it
+    (`await store.wait_embedded()` waits for that).
+
+    Every change is recorded in the schema's ledger, in the change's transaction
+    (`animus_flows.ledger.LedgerStore`: `get_versioned`, `put_versioned(...,
+    expected_version=N)`, `ledger_events`); it is the store of
+    `MemoryLayer(backend="durable", database_url="postgresql://...")`.
 
     Example:
         ```python
@@ -141,6 +151,10 @@ class PostgresStore(BaseStore):
         )
         self._sql = Statements(self.schema)
         self._semantic = None if embedder is None else SemanticLeg(embedder)
+        self._embedding = None
+        if self._semantic is not None:
+            queue = PostgresQueue(self._db, self._sql, self._apply)
+            self._embedding = BackgroundEmbedding(self._semantic, queue)
         self._preparation = Preparation(self.schema, self.language, self._where)
         self._prepared = False
         if embedder is not None:
@@ -188,20 +202,47 @@ class PostgresStore(BaseStore):
         )
         return await reindexer.run()
 
+    async def wait_embedded(self) -> None:
+        """Wait until every item written so far has its vector (no-op without an embedder),
+        those other processes are embedding included."""
+        if self._embedding is not None:
+            await self._ready()
+            await self._embedding.drain()
+
     async def aclose(self) -> None:
+        """Close the store: with an embedder, once the items this store queued have their
+        vectors (at most `background.CLOSE_GRACE_S`; the rest stay queued for the next
+        process that opens the schema with the model)."""
+        if self._embedding is not None:
+            await self._embedding.close()
         await self._db.aclose()
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def _write(self, rows: list[Row]) -> tuple[Written, datetime]:
+    async def _write(
+        self, rows: list[Row], expected_version: int | None = None
+    ) -> tuple[Written, datetime]:
         now = utcnow()
         async with self._db.connection() as conn, conn.transaction():
-            written = await writes.upsert(conn, self._sql, rows, language=self.language, now=now)
+            written = await writes.upsert(
+                conn,
+                self._sql,
+                rows,
+                language=self.language,
+                now=now,
+                expected_version=expected_version,
+                queue=self._embedding is not None,
+            )
         self._apply(written)
+        if written.queued:
+            self._embedding.soon()  # type: ignore[union-attr]
         return written, now
 
     def _apply(self, written: Written) -> None:
-        """Tell the process's copy of the vectors what a committed write changed."""
+        """Tell the process's copy of the vectors what a committed write changed, and the
+        background embedding what it queued."""
+        if self._embedding is not None:
+            self._embedding.queued(written.queued)
         if self._semantic is not None:
             for scope_id, (before, after) in written.versions.items():
                 self._semantic.changed(
@@ -212,11 +253,6 @@ class PostgresStore(BaseStore):
                     written.removed.get(scope_id, []),
                 )
 
-    async def _vectors(self, texts: list[str]) -> list[bytes | None]:
-        if self._semantic is None:
-            return [None] * len(texts)
-        return await self._semantic.embed_documents(texts)  # type: ignore[return-value]
-
     async def _put(
         self,
         scope: Scope,
@@ -225,20 +261,30 @@ class PostgresStore(BaseStore):
         metadata: dict[str, JSON],
         expires_at: datetime | None,
     ) -> MemoryItem:
-        text = indexed_text(value)
-        (vector,) = await self._vectors([text])
+        return (await self._put_one(scope, key, value, metadata, expires_at)).item
+
+    async def _put_one(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        metadata: dict[str, JSON],
+        expires_at: datetime | None,
+        expected_version: int | None = None,
+    ) -> VersionedItem:
+        # its vector in the background: a put never waits for the model
         row = Row(
             scope,
             key,
             encode_json("value", value),
             encode_json("metadata", metadata),
             expires_at,
-            text,
-            vector,
+            indexed_text(value),
         )
-        written, now = await self._write([row])
+        written, now = await self._write([row], expected_version)
         created_at = written.created[scope, key]
-        return MemoryItem(scope, key, value, metadata, created_at, now, expires_at)
+        item = MemoryItem(scope, key, value, metadata, created_at, now, expires_at)
+        return VersionedItem(item, written.ledger[scope, key])
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
         """Store many `(scope, key, value, metadata[, ttl_seconds])` entries in one
@@ -264,8 +310,10 @@ class PostgresStore(BaseStore):
         if not rows:
             return 0
         batch = list(rows.values())
-        for row, vector in zip(batch, await self._vectors([r.text for r in batch]), strict=True):
-            row.vector = vector
+        if self._semantic is not None:  # a batch is embedded before it is written, at once
+            vectors = await self._semantic.embed_documents([row.text for row in batch])
+            for row, vector in zip(batch, vectors, strict=True):
+                row.vector = vector
         await self._write(batch)
         return len(batch)
 
@@ -288,7 +336,7 @@ class PostgresStore(BaseStore):
         rows' hint bits nor run on the planner's guesses. Safe at any time."""
         await self._ready()
         async with self._db.connection() as conn:
-            for table in ("items", "term_df", "scopes", "item_vectors"):
+            for table in ("items", "term_df", "scopes", "item_vectors", "ledger"):
                 await conn.execute(self._sql(f"VACUUM (ANALYZE) {{s}}.{table}"))
 
     async def purge_expired(self) -> int:
@@ -299,6 +347,46 @@ class PostgresStore(BaseStore):
             purged, written = await writes.purge_expired(conn, self._sql, utcnow())
         self._apply(written)
         return purged
+
+    # -- the ledger (`animus_flows.ledger.LedgerStore`) ---------------------------------------
+
+    async def get_versioned(self, scope: Scope, key: str) -> VersionedItem | None:
+        """The live item under `key` with its version, or None."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        rows = await self._rows(ledger.VERSIONED_ITEM, (*scope_ids(scope), key, utcnow()))
+        return VersionedItem(item_of(scope, rows[0][:6]), int(rows[0][6])) if rows else None
+
+    async def put_versioned(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        *,
+        expected_version: int | None = None,
+        metadata: dict[str, JSON] | None = None,
+        ttl_seconds: int | None = None,
+    ) -> VersionedItem:
+        """`put`, returning the key's new version; with `expected_version`, only when the key's
+        live version is that (0: no live item), else `ConflictError` and nothing written."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        expected = check_expected_version(expected_version)
+        value = stored_json("value", value)
+        checked = self._check_metadata(metadata)
+        expires_at = self._expiry(ttl_seconds)
+        return await self._put_one(scope, key, value, checked, expires_at, expected)
+
+    async def ledger_events(self, scope: Scope, key: str) -> list[LedgerEvent]:
+        """Every change of `key` in `scope`, oldest first (deleted keys too; `[]` for a key
+        never written)."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        rows = await self._rows(ledger.EVENTS, (*scope_ids(scope), key))
+        return [ledger.event_of(scope, key, row) for row in rows]
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -368,51 +456,25 @@ class PostgresStore(BaseStore):
         semantic = None if listing else self._semantic
         vector = None
         if semantic is not None:
+            if not self._embedding.started:  # type: ignore[union-attr]
+                self._embedding.soon()  # type: ignore[union-attr]  # what others left queued
             # the model embeds the query on its thread while the words are ranked
             vector = asyncio.ensure_future(semantic.query_vector(text))
         try:
-            return await self._search(scope, text, top_k, filters, now, semantic, vector)
+            async with self._db.connection() as conn:
+                return await search.run(
+                    conn,
+                    self._sql,
+                    self.language,
+                    scope,
+                    text,
+                    top_k,
+                    filters,
+                    now,
+                    semantic,
+                    vector,
+                )
         finally:
             if vector is not None and not vector.done():
                 # other stores may await the same embedding: let it finish, unobserved
                 vector.add_done_callback(lambda done: done.cancelled() or done.exception())
-
-    async def _search(
-        self,
-        scope: Scope,
-        text: str,
-        top_k: int,
-        filters: dict[str, JSON] | None,
-        now: datetime,
-        semantic: SemanticLeg | None,
-        vector: asyncio.Future[Any] | None,
-    ) -> list[QueryHit]:
-        project_id, agent_id, task_id = scope_ids(scope)
-        terms = {
-            "language": self.language,
-            "text": text[: writes.MAX_INDEXED_CHARS].replace("\x00", " "),
-            "project_id": project_id,
-            "agent_id": agent_id,
-            "task_id": task_id,
-        }
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(self._sql(lexical.TERMS), terms)
-            row = await cursor.fetchone()
-            if row is None:
-                return []  # no such scope
-            scope_id, items, total, version, lexemes, dfs = row
-            if not text.strip():
-                return await search.newest(conn, self._sql, scope_id, now, top_k, filters)
-            judge = Judge(conn, self._sql, scope_id, now, filters)
-            depth = top_k if semantic is None else max(top_k, FUSION_DEPTH)
-            query = lexical.plan(lexemes or [], dfs or [], items, total, depth)
-            best = []
-            if query is not None:
-                best = await search.ranked(conn, self._sql, judge, query, depth)
-            if semantic is None or vector is None:
-                return await search.hits(judge, best[:top_k], raw=True)
-            scope_key = (scope_id, version)
-            best = await search.fused(
-                conn, self._sql, judge, semantic, scope_key, best, await vector, depth, top_k
-            )
-            return await search.hits(judge, best, raw=False)

@@ -12,10 +12,13 @@ memory to read them again; this process's own copy follows the change instead
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from animus_flows.protocol import Scope
+from animus_flows.stores.postgres import ledger
+from animus_flows.stores.postgres.ledger import RECORD_WRITES
+from animus_flows.stores.postgres.reads import moment, scope_ids
 from animus_flows.stores.postgres.schema import SKIP_STATS
 
 #: The most characters of an item's text indexed: PostgreSQL refuses a tsvector over 1 MiB,
@@ -49,7 +52,9 @@ WHERE id = %s RETURNING previous_version, version
 """
 
 #: Upsert items given as parallel arrays; an overwritten item keeps its id and creation time
-#: (unless it had expired) and loses its vector, which was of its old text.
+#: (unless it had expired) and loses its vector, which was of its old text. Each write is
+#: recorded in the ledger by the same statement (`ledger.RECORD_WRITES`), which gives each key's
+#: new version.
 UPSERT = f"""
 WITH written AS (
     INSERT INTO {{s}}.items AS i
@@ -71,18 +76,29 @@ WITH written AS (
         length = excluded.length,
         created_at = CASE WHEN i.expires_at <= excluded.updated_at
                           THEN excluded.created_at ELSE i.created_at END
-    RETURNING i.id, i.scope_id, i.key, i.created_at
+    RETURNING i.id, i.scope_id, i.key, i.created_at, i.value, i.metadata, i.expires_at
 ), unvectored AS (
     DELETE FROM {{s}}.item_vectors v USING written w WHERE v.item_id = w.id RETURNING v.item_id
-)
-SELECT w.id, w.scope_id, w.key, w.created_at, u.item_id IS NOT NULL
+), {RECORD_WRITES}
+SELECT w.id, w.scope_id, w.key, w.created_at, u.item_id IS NOT NULL, r.version
 FROM written w LEFT JOIN unvectored u ON u.item_id = w.id
+JOIN recorded r ON r.scope_id = w.scope_id AND r.key = w.key
 """
 
+#: Items' vectors, written: the items leave the embedding queue, if they were in it.
 PUT_VECTORS = """
+WITH dequeued AS (DELETE FROM {s}.embedding_queue WHERE item_id = ANY(%(ids)s))
 INSERT INTO {s}.item_vectors (item_id, scope_id, vector)
-SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[])
+SELECT * FROM unnest(%(ids)s::bigint[], %(scope_ids)s::bigint[], %(vectors)s::bytea[])
 ON CONFLICT (item_id) DO UPDATE SET vector = excluded.vector
+"""
+
+#: Items written without their vectors wait for them, newest first; one queued already goes
+#: to the front, free to be claimed again (a process embedding its old text stores nothing).
+QUEUE = """
+INSERT INTO {s}.embedding_queue (item_id, queued_at) SELECT unnest(%s::bigint[]), %s
+ON CONFLICT (item_id)
+DO UPDATE SET queued_at = excluded.queued_at, claimed_until = NULL, claimed_by = NULL
 """
 
 #: Delete one key of a locked scope: its id and whether it was live.
@@ -91,14 +107,15 @@ DELETE FROM {s}.items WHERE scope_id = %s AND key = %s
 RETURNING id, expires_at IS NULL OR expires_at > %s
 """
 
-#: Delete a locked scope whole; its statistics go with it rather than item by item.
+#: Empty a locked scope; its statistics go whole rather than item by item. Its row stays: its
+#: id names its history in the ledger, and its version tells readers its vectors went.
 DELETE_SCOPE_ITEMS = """
 WITH gone AS (DELETE FROM {s}.items WHERE scope_id = %(id)s RETURNING expires_at)
 SELECT count(*) FILTER (WHERE expires_at IS NULL OR expires_at > %(now)s) FROM gone
 """
 DELETE_SCOPE_REST = [
     "DELETE FROM {s}.term_df WHERE scope_id = %(id)s",
-    "DELETE FROM {s}.scopes WHERE id = %(id)s",
+    "UPDATE {s}.scopes SET items = 0, terms = 0 WHERE id = %(id)s",
 ]
 SKIP_STATISTICS = f"SELECT set_config('{SKIP_STATS}', 'on', true)"
 
@@ -116,20 +133,10 @@ RETURNING id, scope_id
 """
 
 
-def scope_ids(scope: Scope) -> tuple[str, str, str]:
-    """The `scopes` columns of `scope`: absent agent and task ids are `''`."""
-    return (scope.project_id, scope.agent_id or "", scope.task_id or "")
-
-
 def indexed_body(text: str) -> str:
     """What `to_tsvector` is given for an item's text: NUL characters (which PostgreSQL text
     cannot hold) become spaces, and at most `MAX_INDEXED_CHARS` are kept."""
     return text[:MAX_INDEXED_CHARS].replace("\x00", " ")
-
-
-def moment(value: datetime) -> datetime:
-    """A timestamp as the store returns it: in UTC, whatever the session's time zone."""
-    return value.astimezone(UTC)
 
 
 @dataclass
@@ -157,11 +164,14 @@ class Row:
 @dataclass
 class Written:
     """What a write did: the scopes it changed, by id, with their versions before and after;
-    each item's creation time; the vectors written and the items whose vectors went (for the
-    process's copy of the vectors, `SemanticLeg.changed`)."""
+    each item's creation time and ledger version; the vectors written, the items whose
+    vectors went (for the process's copy of the vectors, `SemanticLeg.changed`) and those
+    queued for vectors."""
 
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     created: dict[tuple[Scope, str], datetime] = field(default_factory=dict)
+    ledger: dict[tuple[Scope, str], int] = field(default_factory=dict)  # each key's new version
+    queued: list[int] = field(default_factory=list)  # items now waiting for their vectors
     vectors: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     removed: dict[int, list[int]] = field(default_factory=dict)
 
@@ -188,13 +198,29 @@ async def _bump(conn: Any, sql: Any, scope_id: int, written: Written) -> None:
     written.versions[scope_id] = (before, after)
 
 
-async def upsert(conn: Any, sql: Any, rows: list[Row], *, language: str, now: datetime) -> Written:
+async def upsert(
+    conn: Any,
+    sql: Any,
+    rows: list[Row],
+    *,
+    language: str,
+    now: datetime,
+    expected_version: int | None = None,
+    queue: bool = False,
+) -> Written:
     """Write `rows` (one per scope and key) in the caller's transaction: their scopes locked
-    first, all of them, then `BATCH_ROWS` items per statement."""
+    first, all of them, then `BATCH_ROWS` items per statement, each recorded in the ledger.
+    With `expected_version` (one row), only when that is the key's live version: else
+    `ConflictError`, and the caller's transaction writes nothing. With `queue` (a store with
+    an embedder), rows without a vector are queued for one."""
     written = Written()
     locks = await lock_scopes(conn, sql, list(dict.fromkeys(row.scope for row in rows)))
     written.versions = {lock.id: (lock.before, lock.after) for lock in locks.values()}
     scopes = {lock.id: scope for scope, lock in locks.items()}
+    if expected_version is not None:
+        (row,) = rows
+        scope_id = locks[row.scope].id
+        await ledger.check_version(conn, sql, row.scope, scope_id, row.key, expected_version, now)
     for start in range(0, len(rows), BATCH_ROWS):
         batch = rows[start : start + BATCH_ROWS]
         params = {
@@ -209,9 +235,10 @@ async def upsert(conn: Any, sql: Any, rows: list[Row], *, language: str, now: da
         }
         cursor = await conn.execute(sql(UPSERT), params)
         ids: dict[tuple[int, str], int] = {}
-        for item_id, scope_id, key, created_at, unvectored in await cursor.fetchall():
+        for item_id, scope_id, key, created_at, unvectored, version in await cursor.fetchall():
             ids[scope_id, key] = item_id
             written.created[scopes[scope_id], key] = moment(created_at)
+            written.ledger[scopes[scope_id], key] = version
             if unvectored:
                 written.removed.setdefault(scope_id, []).append(item_id)
         vectors = [
@@ -220,10 +247,24 @@ async def upsert(conn: Any, sql: Any, rows: list[Row], *, language: str, now: da
             if row.vector is not None
         ]
         if vectors:
-            await conn.execute(sql(PUT_VECTORS), [list(c) for c in zip(*vectors, strict=True)])
-            for item_id, scope_id, blob in vectors:
-                written.vectors.setdefault(scope_id, []).append((item_id, blob))  # type: ignore[arg-type]
+            await put_vectors(conn, sql, vectors, written)
+        if queue:
+            waiting = [ids[locks[row.scope].id, row.key] for row in batch if row.vector is None]
+            if waiting:
+                await conn.execute(sql(QUEUE), (waiting, now))
+                written.queued += waiting
     return written
+
+
+async def put_vectors(
+    conn: Any, sql: Any, vectors: list[tuple[int, int, bytes]], written: Written
+) -> None:
+    """Write `(item id, scope id, vector)` triples in the caller's transaction (the items'
+    scopes locked), noted in `written`."""
+    ids, scopes, blobs = (list(column) for column in zip(*vectors, strict=True))
+    await conn.execute(sql(PUT_VECTORS), {"ids": ids, "scope_ids": scopes, "vectors": blobs})
+    for item_id, scope_id, blob in vectors:
+        written.vectors.setdefault(scope_id, []).append((item_id, blob))
 
 
 async def delete_key(
@@ -238,18 +279,22 @@ async def delete_key(
     gone = await cursor.fetchone()
     if gone is None:
         return False, written
+    await ledger.record_deletes(conn, sql, scope_id, now, [key])
     await _bump(conn, sql, scope_id, written)
     written.removed[scope_id] = [gone[0]]
     return bool(gone[1]), written
 
 
 async def delete_scope(conn: Any, sql: Any, scope: Scope, now: datetime) -> tuple[int, int | None]:
-    """Delete a scope whole in the caller's transaction: its live items counted, and its id
-    (None when there was no such scope)."""
+    """Delete a scope's items in the caller's transaction, a `delete` in the ledger for each
+    live one: they are counted, and the scope's id returned (None when there was no such
+    scope)."""
     scope_id = await _lock_existing(conn, sql, scope)
     if scope_id is None:
         return 0, None
     params = {"id": scope_id, "now": now}
+    await ledger.record_deletes(conn, sql, scope_id, now)
+    await _bump(conn, sql, scope_id, Written())
     await conn.execute(SKIP_STATISTICS)
     await conn.execute(sql("DELETE FROM {s}.item_vectors WHERE scope_id = %(id)s"), params)
     cursor = await conn.execute(sql(DELETE_SCOPE_ITEMS), params)

@@ -200,22 +200,29 @@ class Indexer:
         changes.bump(conn, scope_id)
 
     def store_vectors(
-        self, conn: sqlite3.Connection, vectors: dict[int, bytes], changes: VectorChanges
-    ) -> None:
-        """Vectors computed for queued items (by id), those still queued and in the store."""
+        self,
+        conn: sqlite3.Connection,
+        vectors: dict[int, tuple[str, bytes]],
+        changes: VectorChanges,
+    ) -> list[int]:
+        """Vectors computed for queued items, by id, with the value JSON each was computed
+        from: stored for the items still queued that still hold that value (one rewritten
+        meanwhile stays queued for its new text). Returns the ids stored."""
         live = [
             (item_id, scope_id)
-            for item_id, scope_id in conn.execute(
-                f"SELECT p.item_id, i.scope_id FROM vector_pending p JOIN items i ON i.id ="
-                f" p.item_id WHERE p.item_id IN ({', '.join('?' * len(vectors))})",
+            for item_id, scope_id, value in conn.execute(
+                f"SELECT p.item_id, i.scope_id, i.value FROM vector_pending p JOIN items i ON"
+                f" i.id = p.item_id WHERE p.item_id IN ({', '.join('?' * len(vectors))})",
                 list(vectors),
             )
+            if value == vectors[item_id][0]
         ]
         by_scope: dict[int, dict[int, bytes | None]] = {}
         for item_id, scope_id in live:
-            by_scope.setdefault(scope_id, {})[item_id] = vectors[item_id]
+            by_scope.setdefault(scope_id, {})[item_id] = vectors[item_id][1]
         for scope_id, ready in by_scope.items():
             self._write_vectors(conn, scope_id, ready, changes)
+        return [item_id for item_id, _ in live]
 
     def remove(
         self,
