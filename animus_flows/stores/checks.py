@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from animus_flows.errors import InvalidRequest, InvalidScope
@@ -64,6 +65,13 @@ def check_key(key: object) -> str:
     check_no_control("key", key)
     check_unicode(lambda: f"key {shown_head(key)}", key)
     return key
+
+
+def checked_keys(keys: Sequence[str]) -> list[str]:
+    """`keys` once each, every one checked as `get` checks a key."""
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise InvalidRequest(f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}")
+    return list(dict.fromkeys(check_key(key) for key in keys))
 
 
 def encode_json(name: str, value: object) -> str:
@@ -194,6 +202,18 @@ def check_prefix(prefix: object) -> str:
     check_no_control("prefix", prefix)
     check_unicode(lambda: f"prefix {shown_head(prefix)}", prefix)
     return prefix
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string after every string starting with `prefix` (None: there is none): a
+    prefix read is a range read, `prefix <= key < prefix_end(prefix)`."""
+    stem = prefix.rstrip(chr(0x10FFFF))
+    if not stem:
+        return None
+    following = ord(stem[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # surrogates are no characters (no store can hold them)
+        following = 0xE000
+    return stem[:-1] + chr(following)
 
 
 def check_page_request(cursor: object, limit: object) -> None:

@@ -18,9 +18,9 @@ from animus_flows.protocol import Scope, matches_filters
 from animus_flows.retrieval.degrade import run_degraded
 from animus_flows.stores import SQLiteStore, SyncStore
 from animus_flows.stores.analysis import Analyzer
-from animus_flows.stores.checks import EXPIRES_KEY
+from animus_flows.stores.checks import EXPIRES_KEY, prefix_end
 from animus_flows.stores.sqlite import lexical
-from animus_flows.stores.sqlite.reads import bm25_score, filter_clause, prefix_end
+from animus_flows.stores.sqlite.reads import bm25_score, filter_clause
 from animus_flows.stores.sqlite.schema import SCHEMA_VERSION, id_range, scoped_body
 from animus_flows.stores.sqlite.store import KEY_BATCH as GET_MANY_BATCH
 

@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, MemoryItem, Scope, matches_filters
-from animus_flows.stores.checks import check_key
 
 LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"
 #: The start of every read of a scope's items by its ids; `writes.scope_ids` fills it.
@@ -72,24 +70,6 @@ def item_of(scope: Scope, row: Sequence[Any]) -> MemoryItem:
         moment(updated_at),
         None if expires_at is None else moment(expires_at),
     )
-
-
-def checked_keys(keys: Sequence[str]) -> list[str]:
-    """`keys` once each, every one checked as `get` checks a key."""
-    if isinstance(keys, str) or not isinstance(keys, Sequence):
-        raise InvalidRequest(f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}")
-    return list(dict.fromkeys(check_key(key) for key in keys))
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The least string after every string starting with `prefix` (None: there is none)."""
-    stem = prefix.rstrip(chr(0x10FFFF))
-    if not stem:
-        return None
-    following = ord(stem[-1]) + 1
-    if 0xD800 <= following <= 0xDFFF:  # surrogates are no characters
-        following = 0xE000
-    return stem[:-1] + chr(following)
 
 
 @dataclass

@@ -32,9 +32,11 @@ from animus_flows.stores.checks import (
     PutEntry,
     check_key,
     check_scope,
+    checked_keys,
     encode_json,
     entry_fields,
     metadata_object,
+    prefix_end,
     stored_json,
 )
 from animus_flows.stores.cursors import cursor_key, item_page, numeric_cursor
@@ -47,9 +49,7 @@ from animus_flows.stores.postgres.reads import (
     LIST_SCOPES,
     LIVE,
     SCOPE_ITEMS,
-    checked_keys,
     item_of,
-    prefix_end,
 )
 from animus_flows.stores.postgres.reindex import Reindexer
 from animus_flows.stores.postgres.schema import (

@@ -9,11 +9,13 @@ run on the store's own thread and reads inline on a read-only connection (`conne
 
 Modules: `schema` (tables, what the file records), `connection` (the file, its writer and
 reader), `index` (writes, with the postings and statistics in step), `lexical` (ranking),
-`store` (the `SQLiteStore` protocol methods), `ledger` (the ledger of every change a file may
-keep) and `ledger_store` (`SQLiteLedgerStore`, which keeps one and reads it).
+`search` (one query: a listing, the ranking, its fusion with the vector leg), `store` (the
+`SQLiteStore` protocol methods), `ledger` (the ledger of every change a file may keep) and
+`ledger_store` (`SQLiteLedgerStore`, which keeps one and reads it).
 """
 
 from animus_flows.stores.sqlite.ledger_store import SQLiteLedgerStore
-from animus_flows.stores.sqlite.store import MAX_QUERY_TOP_K, SQLiteStore, bm25_score
+from animus_flows.stores.sqlite.reads import bm25_score
+from animus_flows.stores.sqlite.store import MAX_QUERY_TOP_K, SQLiteStore
 
 __all__ = ["MAX_QUERY_TOP_K", "SQLiteLedgerStore", "SQLiteStore", "bm25_score"]

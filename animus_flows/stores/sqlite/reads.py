@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import JSON, MemoryItem, Scope, matches_filters
-from animus_flows.stores.checks import check_key
 from animus_flows.stores.semantic import SemanticLeg, fuse
 from animus_flows.stores.sqlite import lexical
 from animus_flows.stores.sqlite.schema import id_range
@@ -56,24 +53,6 @@ def item_of(
         moment(updated_at),  # type: ignore[arg-type]
         moment(expires_at),
     )
-
-
-def checked_keys(keys: Sequence[str]) -> list[str]:
-    """`keys` once each, every one checked as `get` checks a key."""
-    if isinstance(keys, str) or not isinstance(keys, Sequence):
-        raise InvalidRequest(f"keys {keys!r} must be a list of keys, not a {type(keys).__name__}")
-    return list(dict.fromkeys(check_key(key) for key in keys))
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The least string after every string starting with `prefix` (None: there is none)."""
-    stem = prefix.rstrip(chr(0x10FFFF))
-    if not stem:
-        return None
-    following = ord(stem[-1]) + 1
-    if 0xD800 <= following <= 0xDFFF:  # surrogates are no characters (and SQLite cannot hold them)
-        following = 0xE000
-    return stem[:-1] + chr(following)
 
 
 def filter_clause(filters: dict[str, JSON] | None) -> tuple[str, list[Any]]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
@@ -32,13 +30,15 @@ from animus_flows.stores.checks import (
     PutEntry,
     check_key,
     check_scope,
+    checked_keys,
     encode_json,
     entry_fields,
     metadata_object,
+    prefix_end,
 )
 from animus_flows.stores.cursors import cursor_key, item_page, numeric_cursor
-from animus_flows.stores.semantic import FUSION_DEPTH, SemanticLeg
-from animus_flows.stores.sqlite import ledger, lexical
+from animus_flows.stores.semantic import SemanticLeg
+from animus_flows.stores.sqlite import ledger, search
 from animus_flows.stores.sqlite.connection import StoreFile, transaction
 from animus_flows.stores.sqlite.embedding import Embedding
 from animus_flows.stores.sqlite.index import Indexer, Row, VectorChanges
@@ -46,13 +46,8 @@ from animus_flows.stores.sqlite.prepare import Indexing
 from animus_flows.stores.sqlite.reads import (
     LIVE,
     SCOPE_ITEMS,
-    bm25_score,
-    checked_keys,
-    fused,
     item_of,
     moment,
-    newest,
-    prefix_end,
     scope_ids,
 )
 from animus_flows.stores.sqlite.schema import (
@@ -63,7 +58,6 @@ from animus_flows.stores.sqlite.schema import (
 log = get_logger("animus_flows.stores.sqlite")
 
 MAX_QUERY_TOP_K = 1000
-INLINE_SCAN_ITEMS = 5_000  # a filtered listing of a larger scope leaves the event loop
 # FTS5 merges index segments as it commits (each time AUTOMERGE segments share a level). A
 # put_many of BULK_ITEMS or more commits with merging deferred to BULK_AUTOMERGE segments,
 # which makes bulk ingest about 7% faster; later writes and optimize() catch up.
@@ -441,75 +435,15 @@ class SQLiteStore(BaseStore):
     async def _query(
         self, scope: Scope, text: str, top_k: int, filters: dict[str, JSON] | None
     ) -> list[QueryHit]:
-        now = utcnow().timestamp()
         listing = not text.strip()
         terms = [] if listing else self._indexer.analyzer.terms(text)
         semantic = None if listing else self._semantic
         if not listing and not terms and semantic is None:
             return []  # nothing but stop words: no item is about any of it
-        vector = None
-        if semantic is not None:
-            if self._embedding is not None and not self._embedding.started:
-                self._embed_soon()  # items an earlier process queued: embed them now
-            # The model embeds the query on its own thread while the lexical leg reads: the
-            # stores of a hook rank words during the embedding instead of after it (about a
-            # third of a hybrid hook over 3 x 100k items).
-            vector = asyncio.ensure_future(semantic.query_vector(text))
-            await asyncio.sleep(0)  # the embedding starts before the inline read holds the loop
-        depth = top_k if vector is None else max(top_k, FUSION_DEPTH)
-
-        def scope_row(conn: sqlite3.Connection) -> tuple[int, int, int, int] | None:
-            return conn.execute(  # type: ignore[no-any-return]
-                "SELECT id, items, terms, vectors FROM scopes"
-                " WHERE project_id = ? AND agent_id = ? AND task_id = ?",
-                scope_ids(scope),
-            ).fetchone()
-
-        def find(conn: sqlite3.Connection) -> list[Any] | None:
-            row = scope_row(conn)
-            if row is None:
-                return []
-            scope_id, items, total_terms, _ = row
-            if listing:
-                # A filtered listing reads the scope until top_k items pass its filters: all of
-                # it when few pass (165 to 230 ms in a 100k-item scope). In a large scope it runs
-                # on the store's thread, where a caller's timeout can abandon it, instead of
-                # holding the event loop: None sends it there.
-                if filters and items > INLINE_SCAN_ITEMS and self._file.is_reader(conn):
-                    return None
-                return newest(conn, scope_id, now, top_k, filters)
-            if not terms:
-                return []
-            ranked = lexical.rank(conn, scope_id, (items, total_terms), terms, depth, now, filters)
-            if vector is not None:
-                return ranked  # fused below, once the query's vector is there
-            return [(key, value, meta, bm25_score(s)) for _, key, value, meta, s in ranked]
-
-        try:
-            rows = await self._file.read(find)
-            if rows is None:
-                rows = await self._file.run(find)
-        except BaseException:
-            if vector is not None:  # the embedding goes on for the other stores awaiting it
-                vector.cancel()
-            raise
-        if vector is not None:
-            ranked, query_vector = rows, await vector
-
-            def fuse_ranked(conn: sqlite3.Connection) -> list[Any]:
-                row = scope_row(conn)  # again: the vectors' version as this read sees them
-                if row is None:
-                    return []
-                scope_key = (row[0], row[3])
-                return fused(
-                    conn, semantic, scope_key, ranked, query_vector, depth, top_k, now, filters
-                )
-
-            rows = await self._file.read(fuse_ranked)
-        return [
-            QueryHit(key, json.loads(value), score, metadata)
-            for key, value, metadata, score in rows
-        ]
+        if semantic is not None and self._embedding is not None and not self._embedding.started:
+            self._embed_soon()  # items an earlier process queued: embed them now
+        query = search.Query(scope, text, terms, top_k, filters, listing)
+        return await search.run(self._file, query, semantic)
 
     async def _list_scopes(
         self, project_id: str | None, cursor: str | None, limit: int
