@@ -3,7 +3,7 @@
 No recall threshold of any store is asserted here: benchmarks/bench_quality.py measures them.
 """
 
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 
@@ -14,17 +14,10 @@ from animus_flows.budget import Candidate, TokenCounter, render_block
 QUALITY = Path(__file__).resolve().parents[2] / "benchmarks" / "quality"
 
 
-def _load_evaluate():
-    # benchmarks/ is not a package: load the module by path, registered before it runs
-    # (dataclasses look their module up in sys.modules).
-    spec = importlib.util.spec_from_file_location("quality_evaluate", QUALITY / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["quality_evaluate"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ev = _load_evaluate()
+# benchmarks/ is not a package: its folder goes on the path, as when bench_quality.py runs
+sys.path.insert(0, str(QUALITY.parent))
+ev = importlib.import_module("quality.evaluate")
+corpus_module = importlib.import_module("quality.corpus")
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +85,7 @@ def test_conversation_turns_name_their_speaker_and_session_date(corpus):
 def test_conversations_run_over_ten_to_twenty_five_sessions_in_date_order(corpus):
     for scope in corpus.scopes:
         if scope.style == "conversation":
-            assert ev.conversation_session_problems(scope) == []
+            assert corpus_module.conversation_session_problems(scope) == []
             dates = {m.key.split(":")[0]: m.session_date for m in scope.memories}
             assert 10 <= len(dates) <= 25, scope.id
             assert list(dates.values()) == sorted(dates.values()), scope.id
@@ -112,7 +105,7 @@ def test_conversation_session_problems_names_order_numbering_and_dates():
             turn("m1", "2026-01-05"),
         ),
     )
-    assert ev.conversation_session_problems(scope) == [
+    assert corpus_module.conversation_session_problems(scope) == [
         "conv-a/s1:t2 is dated unlike the rest of its session",
         "conv-a/s2:t2 follows s1:t2",
         "conv-a/m1 is not a key s<session>:t<turn>",
