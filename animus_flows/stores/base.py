@@ -63,17 +63,29 @@ class BaseStore(ABC):
         metadata: dict[str, JSON] | None = None,
         ttl_seconds: int | None = None,
     ) -> MemoryItem:
-        await self._ready()
-        check_scope(scope)
-        check_key(key)
-        # the item returned holds what `get` will: the value and metadata as JSON keeps them
-        value = stored_json("value", value)
-        metadata = self._check_metadata(metadata)
-        expires_at = self._expiry(ttl_seconds)
+        value, metadata, expires_at = await self._checked_put(
+            scope, key, value, metadata, ttl_seconds
+        )
         if expires_at is not None and not self.capabilities.native_ttl:
             metadata = {**metadata, EXPIRES_KEY: expires_at.isoformat()}
         item = await self._put(scope, key, value, metadata, expires_at)
         return self._strip_expiry(item)
+
+    async def _checked_put(
+        self,
+        scope: Scope,
+        key: str,
+        value: JSON,
+        metadata: dict[str, JSON] | None,
+        ttl_seconds: int | None,
+    ) -> tuple[JSON, dict[str, JSON], datetime | None]:
+        """A put's arguments checked, once the store is ready: the value and metadata as JSON
+        keeps them (the item returned holds what `get` will) and the expiry."""
+        await self._ready()
+        check_scope(scope)
+        check_key(key)
+        value = stored_json("value", value)
+        return value, self._check_metadata(metadata), self._expiry(ttl_seconds)
 
     async def get(self, scope: Scope, key: str) -> MemoryItem | None:
         await self._ready()

@@ -37,7 +37,6 @@ from animus_flows.stores.checks import (
     entry_fields,
     metadata_object,
     prefix_end,
-    stored_json,
 )
 from animus_flows.stores.cursors import cursor_key, item_page, numeric_cursor
 from animus_flows.stores.postgres import ledger, search, writes
@@ -370,13 +369,10 @@ class PostgresStore(BaseStore):
     ) -> VersionedItem:
         """`put`, returning the key's new version; with `expected_version`, only when the key's
         live version is that (0: no live item), else `ConflictError` and nothing written."""
-        await self._ready()
-        check_scope(scope)
-        check_key(key)
         expected = check_expected_version(expected_version)
-        value = stored_json("value", value)
-        checked = self._check_metadata(metadata)
-        expires_at = self._expiry(ttl_seconds)
+        value, checked, expires_at = await self._checked_put(
+            scope, key, value, metadata, ttl_seconds
+        )
         return await self._put_one(scope, key, value, checked, expires_at, expected)
 
     async def ledger_events(self, scope: Scope, key: str) -> list[LedgerEvent]:

@@ -7,7 +7,7 @@ import sqlite3
 from animus_flows.ledger import LedgerEvent, VersionedItem, check_expected_version
 from animus_flows.protocol import JSON, Scope, utcnow
 from animus_flows.redaction import get_logger
-from animus_flows.stores.checks import check_key, check_scope, stored_json
+from animus_flows.stores.checks import check_key, check_scope
 from animus_flows.stores.sqlite import ledger
 from animus_flows.stores.sqlite.reads import item_of
 from animus_flows.stores.sqlite.store import SQLiteStore
@@ -70,13 +70,10 @@ class SQLiteLedgerStore(SQLiteStore):
     ) -> VersionedItem:
         """`put`, returning the key's new version; with `expected_version`, only when the key's
         live version is that (0: no live item), else `ConflictError` and nothing written."""
-        await self._ready()
-        check_scope(scope)
-        check_key(key)
         expected = check_expected_version(expected_version)
-        value = stored_json("value", value)
-        checked = self._check_metadata(metadata)
-        expires_at = self._expiry(ttl_seconds)
+        value, checked, expires_at = await self._checked_put(
+            scope, key, value, metadata, ttl_seconds
+        )
         item, version = await self._put_one(scope, key, value, checked, expires_at, expected)
         return VersionedItem(item, version)  # type: ignore[arg-type]  # the file keeps a ledger
 
