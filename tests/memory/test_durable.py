@@ -2,16 +2,16 @@
 the ledger through the layer, optimistic updates that conflict (racing threads), redaction, and
 configurations that cannot work."""
 
-import itertools
 import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
+from helpers import record_a_memorys_whole_life
 
 from animus_flows.errors import ConfigError, ConflictError, InvalidRequest
 from animus_flows.ledger import LedgerStore
-from animus_flows.memory import AsyncMemoryLayer, LedgerRecord, MemoryLayer
+from animus_flows.memory import AsyncMemoryLayer, MemoryLayer
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteLedgerStore, SQLiteStore, SyncStore
 
@@ -36,30 +36,7 @@ def durable(url: str, workspace_id: str = "ws") -> MemoryLayer:
 def test_every_change_of_a_memory_is_in_its_ledger(url, tmp_path):
     with durable(url) as layer:
         assert layer.scope == Scope("ws")
-        note = layer.remember("Releases go out on Fridays", tags=["process"])
-        assert note.ledger_version == 1
-        note.content = "Releases go out on Thursdays"
-        assert layer.update_memory(note, expected_version=1) is True
-        assert note.ledger_version == 2
-        assert layer.add_tag(note.id, "calendar") is True
-        assert layer.get_memory(note.id[:8]).ledger_version == 3  # a prefix reads it too
-        assert layer.forget(note.id) is True
-        records = layer.get_ledger_events(note.id)  # a forgotten memory's, by its full id
-        assert all(isinstance(record, LedgerRecord) for record in records)
-        assert [(r.op, r.version) for r in records] == [
-            ("create", 1), ("update", 2), ("update", 3), ("delete", 4)
-        ]  # fmt: skip
-        assert [r.memory and r.memory.content for r in records] == [
-            "Releases go out on Fridays",
-            "Releases go out on Thursdays",
-            "Releases go out on Thursdays",
-            None,
-        ]
-        assert records[2].memory.tags == ["process", "calendar"]
-        for before, after in itertools.pairwise(records):
-            assert before.valid_to == after.valid_from  # each state closed by the next
-            assert before.recorded_at <= after.recorded_at
-        assert records[-1].valid_to is None
+        note, records = record_a_memorys_whole_life(layer)
         assert records[0].to_json()["memory"]["content"] == "Releases go out on Fridays"
         assert layer.get_ledger_events("no-such-memory") == []
     with SyncStore(SQLiteLedgerStore(tmp_path / "durable.db")) as store:  # the file's ledger

@@ -3,11 +3,11 @@ versioned updates racing from several processes, the environment's configuration
 that no error shows."""
 
 import itertools
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from helpers import race_to_one_version, record_a_memorys_whole_life
 
 from animus_flows.errors import ConfigError, ConflictError, StoreUnavailable
 from animus_flows.memory import MemoryLayer
@@ -43,28 +43,7 @@ def durable(url: str, workspace: str) -> MemoryLayer:
 def test_every_change_of_a_memory_is_in_the_postgresql_ledger(url, workspace):
     with durable(url, workspace) as layer:
         assert isinstance(layer.store.inner, PostgresStore)
-        note = layer.remember("Releases go out on Fridays", tags=["process"])
-        assert note.ledger_version == 1
-        note.content = "Releases go out on Thursdays"
-        assert layer.update_memory(note, expected_version=1) is True
-        assert layer.add_tag(note.id, "calendar") is True
-        assert layer.get_memory(note.id[:8]).ledger_version == 3
-        assert layer.forget(note.id) is True
-        records = layer.get_ledger_events(note.id)
-        assert [(r.op, r.version) for r in records] == [
-            ("create", 1), ("update", 2), ("update", 3), ("delete", 4)
-        ]  # fmt: skip
-        assert [r.memory and r.memory.content for r in records] == [
-            "Releases go out on Fridays",
-            "Releases go out on Thursdays",
-            "Releases go out on Thursdays",
-            None,
-        ]
-        assert records[2].memory.tags == ["process", "calendar"]
-        for before, after in itertools.pairwise(records):
-            assert before.valid_to == after.valid_from  # each state closed by the next
-            assert before.recorded_at <= after.recorded_at
-        assert records[-1].valid_to is None
+        note, _ = record_a_memorys_whole_life(layer)
         stale = layer.remember("The deploy window is 14:00")
         fresh = layer.get_memory(stale.id)
         fresh.content = "The deploy window is 15:00"
@@ -104,29 +83,15 @@ RACER = textwrap.dedent(
 def test_processes_racing_on_one_version_let_exactly_one_write(url, workspace, tmp_path):
     with durable(url, workspace) as layer:
         note = layer.remember("The on-call engineer is Ada")
-    go = tmp_path / "go"
-    racers = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACER, url, workspace, note.id, str(go), f"writer-{n}"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(4)
-    ]
-    for racer in racers:
-        assert racer.stdout.readline() == "ready\n"
-    go.touch()
-    outputs = [racer.communicate(timeout=120)[0] for racer in racers]
-    assert [racer.returncode for racer in racers] == [0] * 4
-    winners = [n for n, out in enumerate(outputs) if out == "won 2\n"]
-    assert len(winners) == 1, outputs
+    racer = [sys.executable, "-c", RACER, url, workspace, note.id, str(tmp_path / "go")]
+    winner, outputs = race_to_one_version(racer, tmp_path / "go")
     for n, out in enumerate(outputs):
-        if n not in winners:
+        if n != winner:
             assert out.startswith(
                 f"conflict key '{note.id}' in project={workspace} is at version 2"
             )
     with durable(url, workspace) as layer:
-        assert layer.get_memory(note.id).content == f"The on-call engineer is writer-{winners[0]}"
+        assert layer.get_memory(note.id).content == f"The on-call engineer is writer-{winner}"
         assert [r.op for r in layer.get_ledger_events(note.id)] == ["create", "update"]
 
 

@@ -4,7 +4,6 @@ its changes, racing processes, redaction, and the sync facade (the extension's o
 
 import shutil
 import sqlite3
-import subprocess
 import sys
 import textwrap
 import time
@@ -12,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from helpers import race_to_one_version
 
 from animus_flows.errors import ConflictError, InvalidRequest, StoreTimeout, StoreUnavailable
 from animus_flows.ledger import LedgerStore
@@ -131,28 +131,14 @@ def test_racing_processes_with_one_expected_version_let_exactly_one_write(tmp_pa
     path, go = tmp_path / "memory.db", tmp_path / "go"
     with SyncStore(SQLiteLedgerStore(path)) as store:
         store.put(Scope("race"), "k", "start")
-    racers = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACER, str(path), str(go), f"writer-{n}"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(4)
-    ]
-    for racer in racers:
-        assert racer.stdout.readline() == "ready\n"
-    go.touch()
-    outputs = [racer.communicate(timeout=60)[0] for racer in racers]
-    assert [racer.returncode for racer in racers] == [0] * 4
-    winners = [n for n, out in enumerate(outputs) if out == "won 2\n"]
-    assert len(winners) == 1, outputs
+    winner, outputs = race_to_one_version([sys.executable, "-c", RACER, str(path), str(go)], go)
     for n, out in enumerate(outputs):
-        if n not in winners:
+        if n != winner:
             assert out.startswith("conflict key 'k' in project=race is at version 2, not the ")
     with SyncStore(SQLiteLedgerStore(path)) as store:
         events = store.ledger_events(Scope("race"), "k")
-        assert [e.value for e in events] == ["start", f"writer-{winners[0]}"]
-        assert store.get(Scope("race"), "k").value == f"writer-{winners[0]}"
+        assert [e.value for e in events] == ["start", f"writer-{winner}"]
+        assert store.get(Scope("race"), "k").value == f"writer-{winner}"
 
 
 SECRET = "AKIAIOSFODNN7EXAMPLE"
