@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from animus_flows.embedders.base import Embedder, resolve_dimension
@@ -101,6 +101,19 @@ class SemanticLeg:
         rows = await self.embedder.embed(list(texts), purpose="document")
         self.dimension = rows.shape[1]
         return [vector_to_bytes(row) for row in rows]
+
+    def changed_scopes(
+        self,
+        versions: Mapping[Hashable, tuple[int, int]],
+        written: Mapping[Hashable, Sequence[tuple[int, bytes]]],
+        removed: Mapping[Hashable, Sequence[int]],
+    ) -> None:
+        """`changed` for every scope a committed transaction changed: `versions` holds each
+        scope's (before, after), `written` and `removed` its vectors written and removed."""
+        for scope_key, (before, after) in versions.items():
+            self.changed(
+                scope_key, before, after, written.get(scope_key, []), removed.get(scope_key, [])
+            )
 
     def changed(
         self,

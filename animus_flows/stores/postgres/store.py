@@ -243,14 +243,7 @@ class PostgresStore(BaseStore):
         if self._embedding is not None:
             self._embedding.queued(written.queued)
         if self._semantic is not None:
-            for scope_id, (before, after) in written.versions.items():
-                self._semantic.changed(
-                    scope_id,
-                    before,
-                    after,
-                    written.vectors.get(scope_id, []),
-                    written.removed.get(scope_id, []),
-                )
+            self._semantic.changed_scopes(written.versions, written.vectors, written.removed)
 
     async def _put(
         self,

@@ -49,7 +49,7 @@ class SQLiteQueue:
                 return self.indexer.store_vectors(conn, claimed, changes)
 
         stored = await self.file.run(store)
-        apply_changes(self.semantic, changes)
+        self.semantic.changed_scopes(changes.versions, changes.written, changes.removed)
         return stored
 
     async def waiting(self) -> bool:
@@ -68,16 +68,4 @@ class Embedding(BackgroundEmbedding):
     def apply(self, changes: VectorChanges) -> None:
         """Tell the kept vectors what a committed write changed."""
         self.queued(changes.queued)
-        apply_changes(self.semantic, changes)
-
-
-def apply_changes(semantic: SemanticLeg, changes: VectorChanges) -> None:
-    """Tell `semantic`'s kept vectors what a committed transaction changed."""
-    for scope_id, (before, after) in changes.versions.items():
-        semantic.changed(
-            scope_id,
-            before,
-            after,
-            changes.written.get(scope_id, []),
-            changes.removed.get(scope_id, []),
-        )
+        self.semantic.changed_scopes(changes.versions, changes.written, changes.removed)
