@@ -431,15 +431,20 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+#: The encoder of `canonical_json`, made once: `json.dumps` with options makes one per call,
+#: half the cost of encoding a short value (2 µs of a batched put's 8 per item).
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: JSON) -> str:
     """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 kept.
 
     Raises TypeError or ValueError for what is not JSON data, ValueError (circular reference)
     for a structure that contains itself.
     """
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
 
 
 def indexed_text(value: JSON) -> str:

@@ -49,6 +49,7 @@ from animus_flows.stores.postgres.reads import (
     LIVE,
     SCOPE_ITEMS,
     item_of,
+    moment,
 )
 from animus_flows.stores.postgres.reindex import Reindexer
 from animus_flows.stores.postgres.schema import (
@@ -274,9 +275,10 @@ class PostgresStore(BaseStore):
             indexed_text(value),
         )
         written, now = await self._write([row], expected_version)
-        created_at = written.created[scope, key]
+        written_key = (written.scope_ids[scope], key)
+        created_at = moment(written.created[written_key])
         item = MemoryItem(scope, key, value, metadata, created_at, now, expires_at)
-        return VersionedItem(item, written.ledger[scope, key])
+        return VersionedItem(item, written.ledger[written_key])
 
     async def put_many(self, entries: Iterable[PutEntry]) -> int:
         """Store many `(scope, key, value, metadata[, ttl_seconds])` entries in one
