@@ -43,9 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_sqlite's corpus, bench_runtime's hook
 
-from bench_sqlite import Corpus, percentile  # noqa: E402
+from bench_sqlite import Corpus, percentile, timed_queries  # noqa: E402
 
-from animus_flows.protocol import Scope  # noqa: E402
 from animus_flows.stores.postgres import PostgresStore  # noqa: E402
 from animus_flows.testing.postgres import TemporaryCluster  # noqa: E402
 
@@ -116,16 +115,7 @@ async def query_latency(dsn: str, corpus: Corpus, queries: int, mix: str) -> lis
     store = PostgresStore(dsn, schema="ingest")
     for scope in corpus.scopes[:20]:
         await store.query(scope, " ".join(rng.sample(corpus.words, 4)), top_k=8)
-    samples = []
-    for _ in range(queries):
-        scope = corpus.scopes[rng.randrange(SCOPES)]
-        if mix == "natural":
-            words = rng.choices(corpus.words, corpus.weights, k=4)
-        else:
-            words = rng.sample(corpus.words, 3)
-        started = time.perf_counter()
-        await store.query(scope, " ".join(words), top_k=8)
-        samples.append((time.perf_counter() - started) * 1000)
+    samples = await timed_queries(store, corpus, queries, mix, rng)
     await store.aclose()
     return samples
 
@@ -153,29 +143,12 @@ workflows:
 
 
 async def seed_hook(dsn: str, items: int) -> None:
-    rng, corpus = random.Random(3), Corpus()
-    layouts = {
-        "hook_a": [Scope("bench", agent_id="analyst")]
-        + [Scope("bench", agent_id=f"a{n}") for n in range(49)],
-        "hook_b": [Scope("bench")],
-        "hook_c": [Scope("bench", task_id="T0")]
-        + [Scope("bench", task_id=f"T{n}") for n in range(1, 50)],
-    }
-    for schema, scopes in layouts.items():
-        store = PostgresStore(dsn, schema=schema)
-        for start in range(0, items, 10_000):
-            await store.put_many(
-                [
-                    (
-                        scopes[n % len(scopes)],
-                        f"k{n}",
-                        corpus.doc(rng),
-                        {"tier": rng.choice(["hot", "warm", "warm", "cold"])},
-                    )
-                    for n in range(start, min(items, start + 10_000))
-                ]
-            )
-        await store.optimize()  # as after any bulk load
+    from bench_runtime import fill_hook_store, hook_layouts
+
+    rng = random.Random(3)
+    for name, scopes in hook_layouts().items():
+        store = PostgresStore(dsn, schema=f"hook_{name}")
+        await fill_hook_store(store, scopes, items, rng)
         await store.aclose()
 
 

@@ -47,6 +47,7 @@ import textwrap
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_sqlite's corpus
@@ -106,36 +107,48 @@ def make_workflow(folder: Path, phases: int) -> Path:
     return path
 
 
-async def seed(folder: Path, items: int) -> None:
-    from bench_sqlite import Corpus
-
+def hook_layouts() -> dict[str, list[Any]]:
+    """The scopes of stores a, b and c: the bound one first (a: an agent's of 50, b: the
+    project's, c: a task's of 50)."""
     from animus_flows.protocol import Scope
-    from animus_flows.stores import SQLiteStore
 
-    rng = random.Random(3)
-    corpus = Corpus()
-    layouts = {
+    return {
         "a": [Scope("bench", agent_id="analyst")]
         + [Scope("bench", agent_id=f"a{n}") for n in range(49)],
         "b": [Scope("bench")],
         "c": [Scope("bench", task_id="T0")]
         + [Scope("bench", task_id=f"T{n}") for n in range(1, 50)],
     }
-    for name, scopes in layouts.items():
+
+
+async def fill_hook_store(store: Any, scopes: list[Any], items: int, rng: random.Random) -> None:
+    """`items` corpus documents over `scopes` in batches of 10,000, tiered at random, then
+    `optimize()` (as the README advises after a bulk load)."""
+    from bench_sqlite import Corpus
+
+    corpus = Corpus()
+    for start in range(0, items, 10_000):
+        await store.put_many(
+            [
+                (
+                    scopes[n % len(scopes)],
+                    f"k{n}",
+                    corpus.doc(rng),
+                    {"tier": rng.choice(["hot", "warm", "warm", "cold"])},
+                )
+                for n in range(start, min(items, start + 10_000))
+            ]
+        )
+    await store.optimize()
+
+
+async def seed(folder: Path, items: int) -> None:
+    from animus_flows.stores import SQLiteStore
+
+    rng = random.Random(3)
+    for name, scopes in hook_layouts().items():
         store = SQLiteStore(folder / f"{name}.db")
-        for start in range(0, items, 10_000):
-            await store.put_many(
-                [
-                    (
-                        scopes[n % len(scopes)],
-                        f"k{n}",
-                        corpus.doc(rng),
-                        {"tier": rng.choice(["hot", "warm", "warm", "cold"])},
-                    )
-                    for n in range(start, min(items, start + 10_000))
-                ]
-            )
-        await store.optimize()  # as the README advises after a bulk load
+        await fill_hook_store(store, scopes, items, rng)
         await store.aclose()
 
 

@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
@@ -89,10 +90,11 @@ async def ingest(path: Path, corpus: Corpus, size: int, mixed: bool) -> float:
     return size / elapsed
 
 
-async def query_latency(path: Path, corpus: Corpus, queries: int, mix: str) -> list[float]:
-    rng = random.Random(7)
-    store = SQLiteStore(path)
-    await store.query(corpus.scopes[0], "warm up", top_k=8)
+async def timed_queries(
+    store: Any, corpus: Corpus, queries: int, mix: str, rng: random.Random
+) -> list[float]:
+    """Milliseconds of each of `queries` top-8 queries of `mix` ("natural": 4 words drawn with
+    the corpus's weights; else 3 drawn uniformly), each in a random scope."""
     samples = []
     for _ in range(queries):
         scope = corpus.scopes[rng.randrange(SCOPES)]
@@ -103,6 +105,13 @@ async def query_latency(path: Path, corpus: Corpus, queries: int, mix: str) -> l
         started = time.perf_counter()
         await store.query(scope, " ".join(words), top_k=8)
         samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def query_latency(path: Path, corpus: Corpus, queries: int, mix: str) -> list[float]:
+    store = SQLiteStore(path)
+    await store.query(corpus.scopes[0], "warm up", top_k=8)
+    samples = await timed_queries(store, corpus, queries, mix, random.Random(7))
     await store.aclose()
     return samples
 
