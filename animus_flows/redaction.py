@@ -331,6 +331,10 @@ def _named_kind(match: re.Match[str]) -> str:
 _KEY_NAME = re.compile(rf"(?i)^[A-Za-z0-9_.-]*?(?:{_NAME})$")
 
 
+#: The deepest nesting of lists and objects `redact_json` walks; deeper values are refused.
+MAX_JSON_DEPTH = 300
+
+
 @dataclass(frozen=True)
 class RedactedJSON:
     """A JSON value with its secrets replaced, and what was found."""
@@ -357,6 +361,7 @@ def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
     """
     found: list[str] = []
     skipped = frozenset(skip_keys)
+    depth = 0
 
     def text(node: str) -> str:
         # JSON inside a string (an object, an array, or a string encoded again) hides its keys
@@ -382,11 +387,21 @@ def redact_json(value: JSON, *, skip_keys: Iterable[str] = ()) -> RedactedJSON:
                 return MARKER.format(_named_kind(named))
         if isinstance(node, str):
             return text(node)
-        if isinstance(node, list):
-            return [walk(item, None) for item in node]
-        if isinstance(node, dict):
-            return obj(node)
+        if isinstance(node, list | dict):
+            return nested(node)
         return node
+
+    def nested(node: list[JSON] | dict[str, JSON]) -> JSON:
+        # Refused at a fixed depth rather than at the interpreter's RecursionError: near the
+        # recursion limit, finalizers that run meanwhile fail too and print to stderr.
+        nonlocal depth
+        if depth >= MAX_JSON_DEPTH:
+            raise RecursionError
+        depth += 1
+        try:
+            return [walk(item, None) for item in node] if isinstance(node, list) else obj(node)
+        finally:
+            depth -= 1
 
     def obj(node: dict[str, JSON], skip: frozenset[str] = frozenset()) -> dict[str, JSON]:
         result: dict[str, JSON] = {}

@@ -344,3 +344,18 @@ def test_a_key_holding_a_secret_is_refused_quoted_redacted():
     message = str(refused.value)
     assert message.startswith("key 'deploy/api_key=[REDACTED:api_key]' holds a secret (api_key)")
     assert "abcd1234secret" not in message
+
+
+def test_json_deeper_than_the_limit_is_refused_at_a_fixed_depth():
+    from animus_flows.redaction import MAX_JSON_DEPTH, redact_json
+
+    def deep(levels):
+        value = "AKIAIOSFODNN7EXAMPLE"
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    redacted = redact_json(deep(MAX_JSON_DEPTH))  # walked to the bottom
+    assert redacted.types == ("aws_access_key",)
+    with pytest.raises(InvalidRequest, match="nests lists or objects too deeply"):
+        redact_json(deep(MAX_JSON_DEPTH + 1))
