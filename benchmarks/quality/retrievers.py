@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from quality.corpus import Corpus, Memory, content_stems
+from quality.corpus import Corpus, CorpusScope, Memory, content_stems
+
+from animus_flows.protocol import JSON
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,18 @@ class SQLiteStoreRetriever:
 
         return Scope(self.project_id, agent_id=scope_id)
 
+    def entries(self, scope: CorpusScope) -> list[tuple[Any, str, JSON, dict[str, JSON]]]:
+        """The `put_many` entries of a corpus scope: each memory's text as `content`, its
+        extra fields and session date as metadata."""
+        entries = []
+        for memory in scope.memories:
+            metadata = dict(memory.extra)
+            if memory.session_date is not None:
+                metadata["session_date"] = memory.session_date
+            content = {"content": memory.text}
+            entries.append((self.scope_of(scope.id), memory.key, content, metadata))
+        return entries
+
     async def index(self, corpus: Corpus) -> None:
         from animus_flows.stores import SQLiteStore
 
@@ -153,15 +167,7 @@ class SQLiteStoreRetriever:
                     Path(self._folder.name) / f"{name}.db", embedder=self.embedder
                 )
             self.stores[scope.id] = files[name]
-            entries = []
-            for memory in scope.memories:
-                metadata = dict(memory.extra)
-                if memory.session_date is not None:
-                    metadata["session_date"] = memory.session_date
-                entries.append(
-                    (self.scope_of(scope.id), memory.key, {"content": memory.text}, metadata)
-                )
-            await files[name].put_many(entries)
+            await files[name].put_many(self.entries(scope))
         for store in files.values():
             await store.optimize()
 
@@ -198,15 +204,7 @@ class PostgresStoreRetriever(SQLiteStoreRetriever):
         store = PostgresStore(self._cluster.create_database("quality"), embedder=self.embedder)
         for scope in corpus.scopes:
             self.stores[scope.id] = store
-            entries = []
-            for memory in scope.memories:
-                metadata = dict(memory.extra)
-                if memory.session_date is not None:
-                    metadata["session_date"] = memory.session_date
-                entries.append(
-                    (self.scope_of(scope.id), memory.key, {"content": memory.text}, metadata)
-                )
-            await store.put_many(entries)
+            await store.put_many(self.entries(scope))
 
     async def close(self) -> None:
         await super().close()
