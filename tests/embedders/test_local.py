@@ -206,23 +206,36 @@ def test_the_model_embeds_offline_in_a_fresh_process(tmp_path):
     assert out.stdout.strip() == "(1, 384)"
 
 
-def test_one_thread_is_chosen_only_while_loading_and_a_users_choice_stands(tmp_path):
+def test_queries_run_on_two_threads_documents_on_one_and_a_users_choice_stands():
+    # os.environ is watched: the model loads on a thread of its own, and a change to it there
+    # broke another thread iterating it (a flow run crashed in httpx's proxy lookup)
     code = (
         "import os, asyncio\n"
-        "from animus_flows.embedders import LocalEmbedder\n"
+        "changed = []\n"
+        "class Watched(type(os.environ)):\n"
+        "    def __setitem__(self, key, value): changed.append(key); super().__setitem__(key, value)\n"
+        "    def __delitem__(self, key): changed.append(key); super().__delitem__(key)\n"
+        "os.environ.__class__ = Watched\n"
+        "from animus_flows.embedders import LocalEmbedder, local\n"
         "asyncio.run(LocalEmbedder().embed(['x'], purpose='query'))\n"
-        "print(os.environ.get('OMP_NUM_THREADS'))\n"
+        "loaded = local._loaded['multilingual-e5-small']\n"
+        "threads = [loaded.executors[p].submit(loaded.engines[p]._lib.omp_get_max_threads)"
+        ".result() for p in ('query', 'document')]\n"
+        "print(os.getenv('OMP_NUM_THREADS'), os.getenv('OMP_WAIT_POLICY'), *threads, changed)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    chosen = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")
+    env = {k: v for k, v in os.environ.items() if k not in chosen}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.stdout.strip() == "None", out.stderr
+    # the defaults hold while the model loads only; a query may use two cores, documents one
+    query_threads = min(2, len(os.sched_getaffinity(0)))
+    assert out.stdout.split() == ["None", "None", str(query_threads), "1", "[]"], out.stderr
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**env, "OMP_NUM_THREADS": "2"},
+        env={**env, "OMP_NUM_THREADS": "3"},
     )
-    assert out.stdout.strip() == "2", out.stderr
+    assert out.stdout.split() == ["3", "None", "3", "3", "[]"], out.stderr
 
 
 def test_compiling_a_workflow_loads_its_local_model_in_the_background(tmp_path):

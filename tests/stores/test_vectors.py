@@ -12,6 +12,7 @@ from animus_flows.errors import InvalidRequest
 from animus_flows.protocol import Scope
 from animus_flows.stores.vectors import (
     DEFAULT_MIN_SIMILARITY,
+    SPLIT_ROWS,
     VectorIndex,
     vector_from_bytes,
     vector_to_bytes,
@@ -43,6 +44,24 @@ def test_search_returns_the_nearest_rows_best_first_with_their_cosine():
     assert [i for i, _ in hits] == [i for i, _ in expected]
     np.testing.assert_allclose([s for _, s in hits], [s for _, s in expected], atol=1e-5)
     assert all(isinstance(s, float) for _, s in hits)
+
+
+def test_a_large_scope_is_searched_in_two_halves_with_the_same_hits():
+    # from SPLIT_ROWS rows the product runs in two halves, one on a helper thread
+    rows = SPLIT_ROWS + 1001  # odd: the halves differ in length
+    matrix = np.random.default_rng(3).standard_normal((rows, D)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    index = VectorIndex(D, min_similarity=-1)
+    index.add_many("s", list(range(rows)), matrix)
+    for seed in range(5):
+        query = unit(seed)
+        cosines = matrix @ query
+        best = np.argsort(-cosines, kind="stable")[:20]
+        hits = index.search("s", query, k=20)
+        assert [i for i, _ in hits] == best.tolist()
+        np.testing.assert_allclose([s for _, s in hits], cosines[best], atol=1e-5)
+        # the last row, in the helper's half, is found when it is the nearest
+        assert index.search("s", matrix[-1], k=1)[0][0] == rows - 1
 
 
 def test_vectors_are_normalized_as_they_are_added():
