@@ -25,16 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure import percentile
+
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteLedgerStore, SQLiteStore
 
 SCOPE = Scope("bench", agent_id="ledger")
 KEYS = 200
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 WORDS = [f"w{n}" for n in range(5000)]

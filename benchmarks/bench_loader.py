@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from measure import percentile
+
 from animus_flows.budget import load_encoding
 from animus_flows.memory import AsyncMemoryLoader, Memory, MemoryTier, MemoryType, Sensitivity
 from animus_flows.memory.store_form import to_store
@@ -54,11 +56,6 @@ def vocabulary(size: int = 5000) -> list[str]:
         if len(words) == size:
             break
     return words
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def agent_ids(count: int) -> list[str]:

@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from measure import percentile  # noqa: E402
+
 from animus_flows.protocol import Scope  # noqa: E402
 from animus_flows.stores import SQLiteStore  # noqa: E402
 from animus_flows.stores import zep_wire as wire  # noqa: E402
@@ -38,11 +40,6 @@ from animus_flows.stores.zep import ZepStore  # noqa: E402
 SCOPES = 50
 #: Documents are 20 words drawn from this vocabulary; queries are 3 of its words.
 WORDS = [f"{stem}{n}" for stem in ("rate", "bank", "oil", "bond", "fx", "hedge") for n in range(40)]
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def summary(samples: list[float]) -> tuple[float, float]:

@@ -43,7 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_sqlite's corpus, bench_runtime's hook
 
-from bench_sqlite import Corpus, percentile, timed_queries  # noqa: E402
+from bench_sqlite import Corpus, timed_queries  # noqa: E402
+from measure import percentile  # noqa: E402
 
 from animus_flows.stores.postgres import PostgresStore  # noqa: E402
 from animus_flows.testing.postgres import TemporaryCluster  # noqa: E402

@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spinners import busy_processes
+from measure import busy_processes, percentile
 
 QUESTIONS = Path(__file__).parent / "quality" / "corpus.json"
 SETTINGS = {
@@ -56,11 +56,6 @@ async def main(questions):
 
 asyncio.run(main(json.loads(sys.argv[1])))
 """
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def measure(setting: dict[str, str], questions: list[str]) -> str:

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measure import percentile
+
 from animus_flows.protocol import Scope
 from animus_flows.stores import SQLiteStore
 
@@ -41,11 +43,6 @@ def vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
     while len(words) < size:
         words.add("".join(rng.choice(letters) for _ in range(rng.randint(3, 9))))
     return sorted(words)
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Corpus:

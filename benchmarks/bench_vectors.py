@@ -86,6 +86,7 @@ import time
 from typing import Any
 
 import numpy as np
+from measure import busy_processes, percentile
 
 DIMENSION = 384
 K = 50
@@ -116,11 +117,6 @@ def dataset(n: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
 def rss_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 # -- candidates: build(data) -> object with add(id, v), remove(id), search(q) -> ids ----------
@@ -327,8 +323,6 @@ def table(results: list[dict[str, Any]]) -> str:
 def products() -> None:
     """A scope's cosines by BLAS, row by row and in two halves (what `VectorIndex` does), idle
     and beside busy processes."""
-    from spinners import busy_processes
-
     from animus_flows.stores.vectors import _dot, _rows_dot
 
     data, asked = dataset(100_000, 1)
