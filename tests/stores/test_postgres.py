@@ -21,6 +21,7 @@ from animus_flows.stores import SyncStore
 from animus_flows.stores.postgres import PostgresStore
 from animus_flows.stores.postgres.lexical import K1, MAX_SCORED, B, Plan, tsquery
 from animus_flows.stores.postgres.schema import SCHEMA_VERSION
+from animus_flows.stores.postgres.writes import ANALYSE_APART_ROWS
 from animus_flows.stores.sqlite import bm25_score
 
 _schemas = itertools.count()
@@ -335,6 +336,62 @@ def test_a_text_too_large_for_a_tsvector_is_stored_whole_and_indexed_in_part(sto
     store.put(Scope("p"), "huge", huge)
     assert store.get(Scope("p"), "huge").value == huge
     assert [hit.key for hit in store.query(Scope("p"), "w7")] == ["huge"]
+
+
+def _tsvectors(dsn, schema, project):
+    """Each item's tsvector (as text) in the scope of `project`, by key."""
+    statement = (
+        f'SELECT i.key, i.tsv::text FROM "{schema}".items i JOIN "{schema}".scopes s'
+        " ON s.id = i.scope_id WHERE s.project_id = %s"
+    )
+    return dict(_rows(dsn, statement, (project,)))
+
+
+ODD_TEXTS = [
+    "Walruses explored the harbours",
+    "the of and",  # stop words only: an empty tsvector
+    "it's a 'quoted' \\ back\\slash: user@example.com e-mail v1.2.3",
+    "walrus\x00narwhal",
+    {"content": "café crème", "tags": ["x"]},
+    ["not", "a", "string"],
+    "",
+]
+
+
+def test_a_large_batch_analysed_ahead_indexes_as_single_puts_do(postgres_dsn, schema, store):
+    values = [ODD_TEXTS[n % len(ODD_TEXTS)] for n in range(ANALYSE_APART_ROWS + 3)]
+    values[7] = " ".join(f"w{n}" for n in range(100_000))  # larger than a tsvector holds
+    for n, value in enumerate(values[:20]):
+        store.put(Scope("single"), f"k{n:04}", value)
+    store._run("put_many", [(Scope("batch"), f"k{n:04}", v, None) for n, v in enumerate(values)])
+    single = _tsvectors(postgres_dsn, schema, "single")
+    batch = _tsvectors(postgres_dsn, schema, "batch")
+    assert len(single) == 20 and len(batch) == len(values)
+    assert {key: batch[key] for key in single} == single
+    assert single["k0001"] == ""  # stop words only
+    before, after = _statistics(postgres_dsn, schema)
+    assert before == after
+    (hit,) = store.query(Scope("batch"), "walrus exploring", top_k=1)
+    assert hit.value == "Walruses explored the harbours"
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ((Scope("p"), "", "walrus", None), "key '' must be a non-empty string"),
+        ((Scope("p"), "k", "lone \ud800 surrogate", None), "lone surrogate"),
+        ((Scope("p"), "k", {1, 2}, None), "not JSON-serializable"),
+        ("not an entry", "pass tuples"),
+    ],
+)
+def test_a_bad_entry_in_a_large_batch_writes_nothing(postgres_dsn, schema, store, bad, message):
+    entries = [(Scope("p"), f"k{n}", f"walrus {n}", None) for n in range(ANALYSE_APART_ROWS)]
+    entries.insert(ANALYSE_APART_ROWS // 2, bad)
+    with pytest.raises(InvalidRequest, match=message):
+        store._run("put_many", entries)
+    assert _rows(postgres_dsn, f'SELECT count(*) FROM "{schema}".items') == [(0,)]
+    store._run("put_many", entries[:3])  # the store goes on: no connection was left busy
+    assert store.count(Scope("p")) == 3
 
 
 def test_nul_characters_are_stored_and_found_around(store):

@@ -58,7 +58,7 @@ from animus_flows.stores.postgres.schema import (
     check_schema_name,
     language_problem,
 )
-from animus_flows.stores.postgres.writes import Row, Written, scope_ids
+from animus_flows.stores.postgres.writes import Row, Written, analysable_text, scope_ids
 from animus_flows.stores.semantic import SemanticLeg
 
 MAX_QUERY_TOP_K = 1000
@@ -286,8 +286,38 @@ class PostgresStore(BaseStore):
         anything is written: one bad entry writes nothing. With an embedder, the batch is
         embedded first."""
         await self._ready()
-        rows: dict[tuple[Scope, str], Row] = {}
-        for entry in entries:
+        entries = list(entries)
+        if len(entries) < writes.ANALYSE_APART_ROWS:
+            indexed = self._checked_rows(entries)
+        else:  # the server analyses the texts while this process checks and encodes them
+            texts = [analysable_text(entry) for entry in entries]
+            analysis = asyncio.ensure_future(writes.analyse(self._db, self.language, texts))
+            try:
+                indexed = await asyncio.to_thread(self._checked_rows, entries)
+            except Exception:
+                await asyncio.gather(analysis, return_exceptions=True)  # no query left behind
+                raise
+            except BaseException:
+                analysis.cancel()
+                raise
+            tsvs = await analysis
+            for index, row in indexed:
+                row.tsv = tsvs[index]
+        if not indexed:
+            return 0
+        batch = [row for _, row in indexed]
+        if self._semantic is not None:  # a batch is embedded before it is written, at once
+            vectors = await self._semantic.embed_documents([row.text for row in batch])
+            for row, vector in zip(batch, vectors, strict=True):
+                row.vector = vector
+        await self._write(batch)
+        return len(batch)
+
+    def _checked_rows(self, entries: list[Any]) -> list[tuple[int, Row]]:
+        """The rows of `put_many`'s entries, each checked, with its entry's position; a later
+        entry for a key replaces an earlier one, and the batch keeps the order of the last."""
+        rows: dict[tuple[Scope, str], tuple[int, Row]] = {}
+        for index, entry in enumerate(entries):
             scope, key, value, metadata, ttl_seconds = entry_fields(entry)
             check_scope(scope)
             check_key(key)
@@ -299,17 +329,9 @@ class PostgresStore(BaseStore):
                 self._expiry(ttl_seconds),
                 indexed_text(value),
             )
-            rows.pop((scope, key), None)  # re-inserted: the batch keeps the order of the last
-            rows[scope, key] = row
-        if not rows:
-            return 0
-        batch = list(rows.values())
-        if self._semantic is not None:  # a batch is embedded before it is written, at once
-            vectors = await self._semantic.embed_documents([row.text for row in batch])
-            for row, vector in zip(batch, vectors, strict=True):
-                row.vector = vector
-        await self._write(batch)
-        return len(batch)
+            rows.pop((scope, key), None)
+            rows[scope, key] = (index, row)
+        return list(rows.values())
 
     async def _delete(self, scope: Scope, key: str) -> bool:
         async with self._db.connection() as conn, conn.transaction():
