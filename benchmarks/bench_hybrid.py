@@ -1,6 +1,7 @@
 """The hook over lexical and hybrid (words + meaning) stores, and what ingest costs each.
 
     .venv/bin/python benchmarks/bench_hybrid.py [--items 100000] [--rounds 200]
+        [--parts hook,ingest] [--ingest-runs 1]
 
 1. Hook latency: the 3 bindings and stores of bench_runtime.py's benchmark 1 (`--items` items
    per store; store b's binding reads one scope holding all of them, a's and c's one of 50
@@ -15,8 +16,9 @@
    the corpus's prompts are 12 made-up words and a task id, which the model's vocabulary cuts
    into about 65 tokens, so a last configuration asks the hybrid stores the quality corpus's
    English questions instead (about 12 tokens each), the cost of a question a person writes.
-2. Batched ingest: `put_many` of 10,000-item batches into a new lexical store (items/s), and of
-   500-item batches into a hybrid one, embedding with the real model (items/s).
+2. Batched ingest: `put_many` of 10,000-item batches into a new lexical store (items/s; each of
+   `--ingest-runs` runs a new store), and of 500-item batches into a hybrid one, embedding with
+   the real model (items/s).
 """
 
 from __future__ import annotations
@@ -170,19 +172,20 @@ async def hook_latency(folder: Path, rounds: int) -> None:
         await hook.plugins.aclose()
 
 
-async def ingest(folder: Path) -> None:
+async def ingest(folder: Path, runs: int) -> None:
     corpus, rng = Corpus(), random.Random(9)
     scope = Scope("bench", agent_id="ingest")
-    lexical = SQLiteStore(folder / "ingest-lexical.db")
     docs = [corpus.doc(rng) for _ in range(50_000)]
-    started = time.perf_counter()
-    for start in range(0, len(docs), 10_000):
-        await lexical.put_many(
-            [(scope, f"k{n}", docs[n], None) for n in range(start, start + 10_000)]
-        )
-    rate = len(docs) / (time.perf_counter() - started)
-    print(f"  lexical put_many, 10,000 per batch: {rate:,.0f} items/s")
-    await lexical.aclose()
+    for run in range(runs):
+        lexical = SQLiteStore(folder / f"ingest-lexical-{run}.db")
+        started = time.perf_counter()
+        for start in range(0, len(docs), 10_000):
+            await lexical.put_many(
+                [(scope, f"k{n}", docs[n], None) for n in range(start, start + 10_000)]
+            )
+        rate = len(docs) / (time.perf_counter() - started)
+        print(f"  lexical put_many, 10,000 per batch: {rate:,.0f} items/s")
+        await lexical.aclose()
 
     from animus_flows.embedders import LocalEmbedder
 
@@ -200,21 +203,26 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--parts", default="hook,ingest")
+    parser.add_argument("--ingest-runs", type=int, default=1)
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     print(f"{platform.machine()}, {platform.python_version()}, SQLite {sqlite3.sqlite_version}")
     with tempfile.TemporaryDirectory(prefix="animus-bench-hybrid-") as name:
         folder = Path(name)
-        await seed(folder, args.items)
-        from animus_flows.embedders import LocalEmbedder
+        if "hook" in parts:
+            await seed(folder, args.items)
+            from animus_flows.embedders import LocalEmbedder
 
-        model = LocalEmbedder()
-        label = f"{model.model}/{model.dimension}"
-        for store in "abc":
-            add_random_vectors(folder / f"{store}.db", label, model.dimension)  # type: ignore[arg-type]
-        print(f"1. hook latency, 3 bindings over {args.items:,}-item stores:")
-        await hook_latency(folder, args.rounds)
-        print("2. batched ingest:")
-        await ingest(folder)
+            model = LocalEmbedder()
+            label = f"{model.model}/{model.dimension}"
+            for store in "abc":
+                add_random_vectors(folder / f"{store}.db", label, model.dimension)  # type: ignore[arg-type]
+            print(f"1. hook latency, 3 bindings over {args.items:,}-item stores:")
+            await hook_latency(folder, args.rounds)
+        if "ingest" in parts:
+            print("2. batched ingest:")
+            await ingest(folder, args.ingest_runs)
 
 
 if __name__ == "__main__":
