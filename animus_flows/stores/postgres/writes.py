@@ -59,7 +59,7 @@ ANALYSE = """
 SELECT to_tsvector(%s::regconfig, x.body)::text
 FROM unnest(%b::text[]) WITH ORDINALITY AS x (body, n) ORDER BY x.n
 """
-#: Batches from this many items are analysed ahead of their write, in two halves at once.
+#: `put_many` batches from this many items are analysed ahead of their write (`analyse`).
 ANALYSE_APART_ROWS = 500
 
 #: Upsert items given as parallel arrays; an overwritten item keeps its id and creation time
@@ -156,7 +156,7 @@ RETURNING id, scope_id
 
 async def analyse(db: Any, language: str, texts: list[str]) -> list[str]:
     """The tsvectors (as text) of `texts` under the text search configuration `language`, in
-    order; from `ANALYSE_APART_ROWS` texts on, in two halves on two pooled connections at once.
+    order, analysed in two halves on two pooled connections at once.
 
     A large `put_many` analyses its texts this way while it checks and encodes its entries,
     then writes them with their tsvectors given: the server's analysis (a third of a write's
@@ -169,8 +169,6 @@ async def analyse(db: Any, language: str, texts: list[str]) -> list[str]:
             return [tsv for (tsv,) in await cursor.fetchall()]
 
     bodies = [indexed_body(text) for text in texts]
-    if len(bodies) < ANALYSE_APART_ROWS:
-        return await part(bodies)
     half = len(bodies) // 2
     first, second = await asyncio.gather(part(bodies[:half]), part(bodies[half:]))
     return first + second
