@@ -32,9 +32,8 @@ def test_terms_drop_stop_words_and_stem_the_rest():
 )
 def test_the_fast_ascii_path_reads_the_words_the_regular_expression_reads(text):
     analyzer = Analyzer()
-    expected = [
-        analyzer._term(word) for word in words(text) if analyzer._term(word)
-    ]  # the definition: every word, its term, stop words and long runs dropped
+    # the definition: every word's term, stop words and runs too long dropped
+    expected = [term for term in map(analyzer._term, words(text)) if term]
     assert analyzer.terms(text) == expected
     assert analyzer.terms(text) == expected  # again, from the cache
 

@@ -88,8 +88,9 @@ class ScopeStats:
             "UPDATE scopes SET items = items + ?, terms = terms + ? WHERE id = ?",
             [(self.items[s], self.terms[s], s) for s in self.items],
         )
-        changes = [(s, term, delta) for s, df in self.df.items() for term, delta in df.items()]
-        changes = [change for change in changes if change[2]]
+        changes = [
+            (s, term, delta) for s, df in self.df.items() for term, delta in df.items() if delta
+        ]
         conn.executemany(
             "INSERT INTO term_df (scope_id, term, df) VALUES (?, ?, ?)"
             " ON CONFLICT (scope_id, term) DO UPDATE SET df = df + excluded.df",
